@@ -1,0 +1,29 @@
+// timewarp: the operator's tool.
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/archive_commands.hpp"
+#include "cli/queue_commands.hpp"
+#include "common/config.hpp"
+#include "common/logging.hpp"
+
+int main(int argc, char** argv) {
+  tw::Config config;
+  CLI::App app{"timewarp: status, enqueue, versions, restore and verify for TimeWarp."};
+  app.name("timewarp");
+  app.require_subcommand(1);
+  tw::add_config_options(app, config);
+  std::function<int()> run;
+  tw::cli::add_queue_commands(app, config, run);
+  tw::add_archive_commands(app, config, run);
+  if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
+  if (config.log_level == "info") config.log_level = "warn";  // quiet unless asked
+  tw::setup_logging("timewarp", config);
+  try {
+    return run ? run() : 2;
+  } catch (const std::exception& e) {
+    std::cerr << "timewarp: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,165 @@
+#include "cli/queue_commands.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/escape.hpp"
+#include "common/paths.hpp"
+#include "db/connection.hpp"
+#include "db/migrations.hpp"
+#include "db/queue.hpp"
+
+namespace tw::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kEnqueueChunk = 10000;
+
+struct EnqueueOptions {
+  std::vector<std::string> paths;
+  std::string op = "UPDATE";
+  int priority = 0;
+};
+
+std::string show(const fs::path& path) { return escape_bytes(path.native()); }
+
+int run_migrate(const Config& config) {
+  db::Connection conn(config.database);
+  const auto applied = db::migrate(conn);
+  for (const auto& name : applied) std::cout << "applied " << name << "\n";
+  std::cout << "schema version " << db::schema_version(conn) << " (" << conn.describe() << ")\n";
+  return 0;
+}
+
+int run_enqueue(const Config& config, const EnqueueOptions& options) {
+  const Op op = parse_op(options.op).value_or(Op::Update);
+  std::vector<fs::path> roots;
+  for (const auto& dir : config.source_dirs) roots.push_back(absolute_path(dir));
+
+  db::Connection conn(config.database);
+  db::Queue queue(conn);
+  std::vector<db::NewItem> batch;
+  std::size_t total = 0;
+  int missing = 0;
+  const auto flush = [&] {
+    if (batch.empty()) return;
+    total += queue.enqueue(batch).size();
+    batch.clear();
+  };
+  const auto add = [&](const fs::path& path, const struct stat* st) {
+    db::NewItem item;
+    item.op = op;
+    item.path = show(path);
+    item.source_root = show(source_root_of(path, roots));
+    item.priority = options.priority;
+    if (st) {
+      item.size = static_cast<std::int64_t>(st->st_size);
+      item.mtime = static_cast<double>(st->st_mtim.tv_sec) + st->st_mtim.tv_nsec / 1e9;
+    }
+    batch.push_back(std::move(item));
+    if (batch.size() >= kEnqueueChunk) flush();
+  };
+
+  for (const auto& given : options.paths) {
+    const fs::path path = absolute_path(given);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (op == Op::Delete) {
+        add(path, nullptr);
+        continue;
+      }
+      std::cerr << "timewarp: cannot enqueue " << show(path) << ": " << std::strerror(errno)
+                << "; nothing enqueued for it\n";
+      ++missing;
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) || op != Op::Update) {
+      add(path, &st);
+      continue;
+    }
+    // A directory: every entry below it, links not followed.
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      struct stat entry {};
+      if (::lstat(it->path().c_str(), &entry) != 0 || S_ISDIR(entry.st_mode)) continue;
+      add(it->path(), &entry);
+    }
+    if (ec) {
+      std::cerr << "timewarp: while listing " << show(path) << ": " << ec.message() << "\n";
+      ++missing;
+    }
+  }
+  flush();
+  std::cout << "enqueued " << total << " item" << (total == 1 ? "" : "s") << "\n";
+  return missing == 0 ? 0 : 1;
+}
+
+std::string age(std::optional<double> seconds) {
+  if (!seconds) return "-";
+  const auto s = static_cast<std::int64_t>(*seconds);
+  if (s < 60) return fmt::format("{:.1f}s", *seconds);
+  if (s < 3600) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+}
+
+int run_status(const Config& config) {
+  db::Connection conn(config.database);
+  db::Queue queue(conn);
+  const auto c = queue.counts();
+  std::cout << fmt::format(
+      "queue: {} claimable, {} delayed, {} dispatched, {} completed, {} failed\n", c.claimable,
+      c.delayed, c.dispatched, c.completed, c.failed);
+  std::cout << fmt::format("oldest waiting item: {}\n", age(c.oldest_claimable_age));
+  std::cout << fmt::format("completed in the last minute: {}; failed in the last hour: {}\n",
+                           c.completed_last_minute, c.failed_last_hour);
+  auto schedulers = conn.query(
+      R"(SELECT id, host, pid, archivers, busy_consumers, idle_consumers, busy_high_water,
+                batch_queue_length, batch_queue_high_water, items_done, items_failed,
+                extract(epoch FROM now() - heartbeat_at)::float8
+           FROM timewarp.schedulers WHERE stopped_at IS NULL ORDER BY id)");
+  for (int r = 0; r < schedulers.rows(); ++r) {
+    std::cout << fmt::format(
+        "scheduler {} on {} (pid {}): {} archivers ({} busy, {} idle, busiest {}), batch queue "
+        "{} (most {}), {} done, {} failed, heartbeat {} ago\n",
+        schedulers.text(r, 0), schedulers.text(r, 1), schedulers.text(r, 2), schedulers.text(r, 3),
+        schedulers.text(r, 4), schedulers.text(r, 5), schedulers.text(r, 6), schedulers.text(r, 7),
+        schedulers.text(r, 8), schedulers.text(r, 9), schedulers.text(r, 10),
+        age(schedulers.float8(r, 11)));
+  }
+  if (schedulers.rows() == 0) std::cout << "no scheduler running\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_queue_commands(CLI::App& app, Config& config, std::function<int()>& run) {
+  auto* migrate = app.add_subcommand("migrate", "create or upgrade the database schema");
+  migrate->callback([&] { run = [&] { return run_migrate(config); }; });
+
+  auto options = std::make_shared<EnqueueOptions>();
+  auto* enqueue = app.add_subcommand("enqueue", "queue paths for archiving (a directory: every file below it)");
+  enqueue->add_option("paths", options->paths, "files or directories")->required();
+  enqueue->add_option("--op", options->op, "UPDATE, STAT or DELETE")
+      ->check(CLI::IsMember({"UPDATE", "STAT", "DELETE"}))
+      ->capture_default_str();
+  enqueue->add_option("--priority", options->priority, "higher runs first under the priority strategy")
+      ->capture_default_str();
+  enqueue->callback([&, options] { run = [&, options] { return run_enqueue(config, *options); }; });
+
+  auto* status = app.add_subcommand("status", "queue backlog, progress and schedulers");
+  status->callback([&] { run = [&] { return run_status(config); }; });
+}
+
+}  // namespace tw::cli

@@ -1,0 +1,15 @@
+// The operator tool's database commands: migrate, enqueue, status.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "common/config.hpp"
+
+namespace tw::cli {
+
+// Registers the subcommands on `app`; the one chosen sets `run` to its work.
+void add_queue_commands(CLI::App& app, Config& config, std::function<int()>& run);
+
+}  // namespace tw::cli

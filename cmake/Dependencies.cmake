@@ -1,0 +1,11 @@
+# Every dependency is a Debian package (see scripts/lib/common.sh for the list).
+find_package(Threads REQUIRED)
+find_package(PostgreSQL REQUIRED)
+find_package(Boost 1.71 REQUIRED COMPONENTS filesystem)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(fmt CONFIG REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(nlohmann_json 3 CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)

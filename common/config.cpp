@@ -1,0 +1,157 @@
+#include "common/config.hpp"
+
+#include <iostream>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tw {
+namespace {
+
+// Each key is reachable as --key-with-dashes and --key_with_underscores; the latter is
+// the name CLI11 matches in the config file.
+std::string flag_names(std::string_view key) {
+  std::string dashed(key);
+  for (char& c : dashed) {
+    if (c == '_') c = '-';
+  }
+  if (dashed == key) return fmt::format("--{}", key);
+  return fmt::format("--{},--{}", dashed, key);
+}
+
+constexpr std::string_view kStrategies[] = {"fifo", "lifo", "priority", "fair"};
+constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn",
+                                           "error", "critical", "off"};
+
+std::string env_name(std::string_view key) {
+  std::string name = "TIMEWARP_";
+  for (char c : key) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  return name;
+}
+
+template <class T>
+CLI::Option* add_key(CLI::App& app, std::string_view key, T& value, std::string description,
+                     std::string_view env = {}, std::string_view extra_names = {}) {
+  std::string names = flag_names(key);
+  if (!extra_names.empty()) names = fmt::format("{},{}", names, extra_names);
+  auto* option = app.add_option(names, value, std::move(description))
+                     ->envname(env.empty() ? env_name(key) : std::string(env))
+                     ->capture_default_str();
+  option->group("Configuration (file key, flag or environment)");
+  return option;
+}
+
+}  // namespace
+
+void add_config_options(CLI::App& app, Config& c) {
+  app.set_config("--config", "", "configuration file (TOML/INI)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+
+  add_key(app, "backup_root", c.backup_root, "archive root directory", "BACKUP_ROOT");
+  add_key(app, "source_dirs", c.source_dirs, "source directories to watch (repeatable)",
+          "SOURCE_DIRS", "--source");
+  add_key(app, "archivers", c.archivers, "archiver processes", "MAX_ARCHIVERS")
+      ->check(CLI::Range(1, 256));
+  add_key(app, "batch_size", c.batch_size, "items claimed per batch", "SCHEDULER_BATCHSIZE")
+      ->check(CLI::Range(1, 100000));
+  add_key(app, "strategy", c.strategy, "claim order: fifo, lifo, priority or fair",
+          "SCHEDULER_STRATEGY")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kStrategies), std::end(kStrategies))));
+  add_key(app, "coalesce", c.coalesce, "archive several pending changes to one path once");
+  add_key(app, "database", c.database, "libpq connection string or URI");
+  add_key(app, "exclude", c.exclude, "glob of paths to ignore (repeatable)");
+  add_key(app, "include", c.include, "glob of paths to watch even when excluded (repeatable)");
+  add_key(app, "max_file_size", c.max_file_size, "largest file archived, bytes (0: no limit)");
+  add_key(app, "max_attempts", c.max_attempts, "attempts before an item is FAILED")
+      ->check(CLI::Range(1, 1000));
+  add_key(app, "retry_base_delay", c.retry_base_delay, "first retry delay, seconds")
+      ->check(CLI::Range(0.0, 86400.0));
+  add_key(app, "retry_max_delay", c.retry_max_delay, "longest retry delay, seconds")
+      ->check(CLI::Range(0.0, 7.0 * 86400.0));
+  add_key(app, "max_cpu_percent", c.max_cpu_percent,
+          "archivers' CPU use, percent of one core (0: no limit)")
+      ->check(CLI::Range(0.0, 100000.0));
+  add_key(app, "max_bandwidth", c.max_bandwidth, "archive bytes per second (0: no limit)");
+  add_key(app, "item_timeout", c.item_timeout, "seconds an archiver may spend on one item")
+      ->check(CLI::Range(0.1, 7.0 * 86400.0));
+  add_key(app, "lease_time", c.lease_time, "seconds a claimed item stays held without heartbeat")
+      ->check(CLI::Range(1.0, 86400.0));
+  add_key(app, "heartbeat_interval", c.heartbeat_interval, "scheduler heartbeat, seconds")
+      ->check(CLI::Range(0.05, 3600.0));
+  add_key(app, "flush_interval", c.flush_interval, "seconds between completion writes")
+      ->check(CLI::Range(0.0, 60.0));
+  add_key(app, "backlog_warning", c.backlog_warning,
+          "warn when this many claimable items keep waiting")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  add_key(app, "event_delay", c.event_delay, "seconds file events are gathered before queueing")
+      ->check(CLI::Range(0.0, 60.0));
+  add_key(app, "log_level", c.log_level, "trace, debug, info, warn, error, critical or off")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kLogLevels), std::end(kLogLevels))));
+  add_key(app, "log_file", c.log_file, "also log to this file");
+
+  const auto internal = [&](const char* name, std::string& value) {
+    return app.add_option(name, value)->group("")->configurable(false);
+  };
+  internal("--scheduler-exe", c.scheduler_exe);
+  internal("--archiver-exe", c.archiver_exe);
+  app.add_option("--archiver-arg", c.archiver_args)->group("")->configurable(false)
+      ->allow_extra_args(false);
+}
+
+int parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ConfigError& e) {
+    std::string what = e.what();
+    constexpr std::string_view kPrefix = "INI was not able to parse ";
+    if (what.rfind(kPrefix, 0) == 0) {
+      what = fmt::format("unknown configuration key '{}' (allowed keys are listed by --help)",
+                         what.substr(kPrefix.size()));
+    }
+    std::cerr << app.get_name() << ": configuration error: " << what << "\n";
+    return 2;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": " << e.what() << "\n";
+    return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
+  }
+}
+
+std::vector<std::string> config_to_args(const Config& c) {
+  std::vector<std::string> args;
+  const auto put = [&args](std::string_view flag, const auto& value) {
+    args.push_back(fmt::format("--{}={}", flag, value));
+  };
+  if (!c.backup_root.empty()) put("backup-root", c.backup_root);
+  for (const auto& dir : c.source_dirs) put("source", dir);
+  put("archivers", c.archivers);
+  put("batch-size", c.batch_size);
+  put("strategy", c.strategy);
+  put("coalesce", c.coalesce ? "true" : "false");
+  for (const auto& glob : c.exclude) put("exclude", glob);
+  for (const auto& glob : c.include) put("include", glob);
+  put("max-file-size", c.max_file_size);
+  put("max-attempts", c.max_attempts);
+  put("retry-base-delay", c.retry_base_delay);
+  put("retry-max-delay", c.retry_max_delay);
+  put("max-cpu-percent", c.max_cpu_percent);
+  put("max-bandwidth", c.max_bandwidth);
+  put("item-timeout", c.item_timeout);
+  put("lease-time", c.lease_time);
+  put("heartbeat-interval", c.heartbeat_interval);
+  put("flush-interval", c.flush_interval);
+  put("backlog-warning", c.backlog_warning);
+  put("event-delay", c.event_delay);
+  put("log-level", c.log_level);
+  if (!c.log_file.empty()) put("log-file", c.log_file);
+  if (!c.archiver_exe.empty()) put("archiver-exe", c.archiver_exe);
+  for (const auto& arg : c.archiver_args) put("archiver-arg", arg);
+  return args;
+}
+
+}  // namespace tw

@@ -1,0 +1,67 @@
+// Configuration shared by every TimeWarp executable (DESIGN.md, "Configuration"). One
+// file (TOML/INI, read by CLI11), every key also a command-line flag and an environment
+// variable; flags win over the environment, which wins over the file, which wins over the
+// defaults below. Every executable accepts every key, so one file serves the whole suite.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace tw {
+
+struct Config {
+  std::string backup_root;               // BACKUP_ROOT
+  std::vector<std::string> source_dirs;  // SOURCE_DIRS
+  int archivers = 2;                     // MAX_ARCHIVERS
+  int batch_size = 100;                  // SCHEDULER_BATCHSIZE
+  std::string strategy = "fifo";         // SCHEDULER_STRATEGY: fifo, lifo, priority, fair
+  bool coalesce = true;
+  std::string database;  // libpq connection string or URI; empty: libpq's PG* defaults
+
+  std::vector<std::string> exclude;  // globs
+  std::vector<std::string> include;  // globs
+  std::uint64_t max_file_size = 0;   // bytes, 0 = no limit
+
+  int max_attempts = 5;
+  double retry_base_delay = 1.0;   // seconds
+  double retry_max_delay = 300.0;  // seconds
+
+  double max_cpu_percent = 0;      // 0 = no limit
+  std::uint64_t max_bandwidth = 0;  // archive bytes per second, 0 = no limit
+  double item_timeout = 300.0;      // seconds one archiver may spend on one item
+
+  double lease_time = 60.0;         // seconds a DISPATCHED item stays ours without heartbeat
+  double heartbeat_interval = 5.0;  // seconds
+  double flush_interval = 0.05;     // seconds between writes of completions
+  std::int64_t backlog_warning = 100000;  // claimable items that trigger a growth warning
+
+  double event_delay = 0.1;  // seconds the monitor gathers file events before inserting
+
+  std::string log_level = "info";
+  std::string log_file;
+
+  // Set by tests and the monitor, not meant for a config file.
+  std::string scheduler_exe;  // default: timewarp-scheduler beside this executable
+  std::string archiver_exe;   // default: timewarp-archiver beside this executable
+  std::vector<std::string> archiver_args;  // extra arguments for every archiver
+};
+
+// Adds --config and a flag for every key of Config to `app`.
+void add_config_options(CLI::App& app, Config& config);
+
+// Parses the command line into `app`. Returns -1 when the program should go on, or an exit
+// code (0 for --help, 2 for bad input) after printing one clear message that names the
+// offending key or flag.
+int parse_command_line(CLI::App& app, int argc, char** argv);
+
+// The resolved configuration as command-line flags, for a child process. The database
+// string is left out (it may hold a password): pass it through TIMEWARP_DATABASE.
+std::vector<std::string> config_to_args(const Config& config);
+
+// The environment variable that carries `database` to children.
+inline constexpr const char* kDatabaseEnv = "TIMEWARP_DATABASE";
+
+}  // namespace tw

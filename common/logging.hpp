@@ -1,0 +1,17 @@
+// Logging set-up for every executable: spdlog to stderr (never to the protocol pipes) and,
+// when log_file is set, to that file too.
+#pragma once
+
+#include <string>
+
+#include "common/config.hpp"
+
+namespace tw {
+
+// Installs the default logger named `program`. Call once at the start of main.
+void setup_logging(const std::string& program, const Config& config);
+
+// Masks the password of a libpq connection string or URI for messages.
+std::string mask_conninfo(const std::string& conninfo);
+
+}  // namespace tw

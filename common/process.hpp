@@ -1,0 +1,78 @@
+// Child processes driven over line pipes: the one place that knows the process library
+// (Boost.Process). The scheduler talks to archivers and the monitor to the scheduler only
+// through this interface, so tests can inject a launcher whose children misbehave.
+//
+// Guarantees: the child's stdin and stdout are pipes created close-on-exec (a sibling never
+// inherits them and delays EOF); its stderr is the parent's stderr (no pipe to drain in
+// lockstep); a child is always reaped; terminate() is SIGTERM, a bounded wait, then SIGKILL.
+// One ChildProcess belongs to one thread at a time. Creating a launcher makes the process
+// ignore SIGPIPE, so a write to a dead child returns an error instead of killing us.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tw {
+
+class ChildProcess {
+ public:
+  enum class ReadStatus { Line, Timeout, Eof, Overlong };
+
+  ChildProcess() = default;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  virtual ~ChildProcess() = default;
+
+  virtual pid_t pid() const = 0;
+  // Writes `line` and a newline. False when the child no longer reads its stdin.
+  virtual bool write_line(std::string_view line) = 0;
+  // Reads the next line (newline removed) within `timeout`. A line longer than 1 MiB is
+  // reported as Overlong and discarded.
+  virtual ReadStatus read_line(std::string& line, std::chrono::milliseconds timeout) = 0;
+  // True when a complete line is already buffered (read_line will not block).
+  virtual bool has_buffered_line() const = 0;
+  // The read end of the child's stdout, to poll alongside other descriptors.
+  virtual int stdout_fd() const = 0;
+  // Closes the child's stdin (it sees EOF).
+  virtual void close_stdin() = 0;
+  // Waits up to `timeout` for the child to exit by itself. Returns its exit status (the exit
+  // code, or 128 + signal number) once it has exited and been reaped.
+  virtual std::optional<int> wait_exit(std::chrono::milliseconds timeout) = 0;
+  // SIGTERM, up to `grace` to exit, then SIGKILL; always reaps. Returns the exit status.
+  virtual int terminate(std::chrono::milliseconds grace) = 0;
+};
+
+struct LaunchSpec {
+  std::string executable;
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;  // set on top of ours
+};
+
+class Launcher {
+ public:
+  Launcher() = default;
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+  virtual ~Launcher() = default;
+  // Starts the child. Throws std::runtime_error naming the executable when it cannot start.
+  virtual std::unique_ptr<ChildProcess> launch(const LaunchSpec& spec) = 0;
+};
+
+// The real launcher. Safe to call from several threads at once.
+std::shared_ptr<Launcher> make_process_launcher();
+
+// `name` in the directory of the running executable, if it exists there; else `name`
+// itself, to be found on PATH.
+std::string sibling_executable(const std::string& name);
+
+// Decodes a wait status into an exit code (or 128 + signal number).
+int exit_status_code(int wait_status);
+
+}  // namespace tw

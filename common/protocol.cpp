@@ -1,0 +1,153 @@
+#include "common/protocol.hpp"
+
+#include <charconv>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/escape.hpp"
+
+namespace tw {
+namespace {
+
+std::vector<std::string_view> split_tabs(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t tab = line.find('\t', start);
+    if (tab == std::string_view::npos) {
+      fields.push_back(line.substr(start));
+      return fields;
+    }
+    fields.push_back(line.substr(start, tab - start));
+    start = tab + 1;
+  }
+}
+
+template <class Int>
+std::optional<Int> parse_int(std::string_view text) {
+  Int value{};
+  if (text.empty()) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Shows a fragment of a bad line in an error message, escaped so it stays on one line.
+std::string excerpt(std::string_view text) {
+  constexpr std::size_t kMax = 60;
+  std::string shown = escape_bytes(text.substr(0, kMax));
+  if (text.size() > kMax) shown += "...";
+  return shown;
+}
+
+}  // namespace
+
+std::string_view to_string(Op op) {
+  switch (op) {
+    case Op::Update: return "UPDATE";
+    case Op::Stat: return "STAT";
+    case Op::Delete: return "DELETE";
+    case Op::Move: return "MOVE";
+  }
+  return "UPDATE";
+}
+
+std::optional<Op> parse_op(std::string_view text) {
+  if (text == "UPDATE") return Op::Update;
+  if (text == "STAT") return Op::Stat;
+  if (text == "DELETE") return Op::Delete;
+  if (text == "MOVE") return Op::Move;
+  return std::nullopt;
+}
+
+std::variant<Request, RequestParseError> parse_request(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const auto fields = split_tabs(line);
+  const auto id = parse_int<std::int64_t>(fields[0]);
+  if (!id || *id <= 0) {
+    return RequestParseError{kUnknownRequestId,
+                             fmt::format("malformed request: bad item id '{}'", excerpt(fields[0]))};
+  }
+  const auto fail = [&](std::string message) { return RequestParseError{*id, std::move(message)}; };
+  if (fields.size() < 3) return fail("malformed request: expected <id> TAB <op> TAB <path>");
+  const auto op = parse_op(fields[1]);
+  if (!op) return fail(fmt::format("malformed request: unknown op '{}'", excerpt(fields[1])));
+  const std::size_t expected = *op == Op::Move ? 4 : 3;
+  if (fields.size() != expected) {
+    return fail(fmt::format("malformed request: {} takes {} fields, got {}", to_string(*op),
+                            expected, fields.size()));
+  }
+  Request request{*id, *op, std::string(fields[2]), {}};
+  if (request.path.empty()) return fail("malformed request: empty path");
+  if (!unescape_bytes(request.path)) {
+    return fail(fmt::format("malformed request: badly escaped path '{}'", excerpt(fields[2])));
+  }
+  if (*op == Op::Move) {
+    request.dest_path = std::string(fields[3]);
+    if (request.dest_path.empty()) return fail("malformed request: empty destination path");
+    if (!unescape_bytes(request.dest_path)) {
+      return fail(fmt::format("malformed request: badly escaped destination path '{}'",
+                              excerpt(fields[3])));
+    }
+  }
+  return request;
+}
+
+std::string format_request(const Request& request) {
+  if (request.op == Op::Move) {
+    return fmt::format("{}\t{}\t{}\t{}", request.id, to_string(request.op), request.path,
+                       request.dest_path);
+  }
+  return fmt::format("{}\t{}\t{}", request.id, to_string(request.op), request.path);
+}
+
+Result<Response> parse_response(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const auto fields = split_tabs(line);
+  const auto bad = [&](std::string_view what) {
+    return Error{fmt::format("malformed response ({}): '{}'", what, excerpt(line))};
+  };
+  if (fields.size() != 4) return bad("expected 4 fields");
+  const auto id = parse_int<std::int64_t>(fields[0]);
+  if (!id || *id < 0) return bad("bad item id");
+  Response response;
+  response.id = *id;
+  if (fields[1] == "COMPLETE") {
+    const auto bytes = parse_int<std::uint64_t>(fields[2]);
+    const auto cpu = parse_int<std::uint64_t>(fields[3]);
+    if (!bytes || !cpu) return bad("bad COMPLETE figures");
+    response.outcome = Outcome::Complete;
+    response.archive_bytes = *bytes;
+    response.cpu_us = *cpu;
+    return response;
+  }
+  if (fields[1] != "FAILED") return bad("unknown status");
+  if (fields[2] == "RETRY") {
+    response.outcome = Outcome::FailedRetry;
+  } else if (fields[2] == "PERMANENT") {
+    response.outcome = Outcome::FailedPermanent;
+  } else {
+    return bad("FAILED needs RETRY or PERMANENT");
+  }
+  auto message = unescape_bytes(fields[3]);
+  if (!message) return bad("badly escaped message");
+  response.message = std::move(*message);
+  return response;
+}
+
+std::string format_response(const Response& response) {
+  switch (response.outcome) {
+    case Outcome::Complete:
+      return fmt::format("{}\tCOMPLETE\t{}\t{}", response.id, response.archive_bytes,
+                         response.cpu_us);
+    case Outcome::FailedRetry:
+      return fmt::format("{}\tFAILED\tRETRY\t{}", response.id, escape_bytes(response.message));
+    case Outcome::FailedPermanent:
+      return fmt::format("{}\tFAILED\tPERMANENT\t{}", response.id,
+                         escape_bytes(response.message));
+  }
+  return {};
+}
+
+}  // namespace tw

@@ -1,0 +1,55 @@
+// The scheduler <-> archiver line protocol (DESIGN.md): one request per line on the
+// archiver's stdin, one response per line on its stdout, fields separated by TAB. Path and
+// message fields travel in the escaped form of common/escape.hpp. Pure functions, safe
+// from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "common/result.hpp"
+
+namespace tw {
+
+enum class Op { Update, Stat, Delete, Move };
+
+std::string_view to_string(Op op);
+std::optional<Op> parse_op(std::string_view text);
+
+struct Request {
+  std::int64_t id = 0;
+  Op op = Op::Update;
+  std::string path;       // escaped form, as on the wire and in the database
+  std::string dest_path;  // escaped form; only for Op::Move
+};
+
+// The id echoed in the answer to a request whose id cannot be read.
+inline constexpr std::int64_t kUnknownRequestId = 0;
+
+struct RequestParseError {
+  std::int64_t id = kUnknownRequestId;  // the request's id when it could be read
+  std::string message;
+};
+
+// Parses one request line (without its newline). On failure the error says what was wrong
+// and carries the id when one could be read, so the archiver can answer FAILED PERMANENT.
+std::variant<Request, RequestParseError> parse_request(std::string_view line);
+std::string format_request(const Request& request);  // no trailing newline
+
+enum class Outcome { Complete, FailedRetry, FailedPermanent };
+
+struct Response {
+  std::int64_t id = 0;
+  Outcome outcome = Outcome::Complete;
+  std::uint64_t archive_bytes = 0;  // Complete only
+  std::uint64_t cpu_us = 0;         // Complete only
+  std::string message;              // Failed only; raw text, escaped on the wire
+};
+
+Result<Response> parse_response(std::string_view line);
+std::string format_response(const Response& response);  // no trailing newline
+
+}  // namespace tw

@@ -1,0 +1,284 @@
+#include "db/queue.hpp"
+
+#include <fmt/format.h>
+
+namespace tw::db {
+namespace {
+
+std::string order_by(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::Fifo: return "id";
+    case Strategy::Lifo: return "id DESC";
+    case Strategy::Priority: return "priority DESC, id";
+    case Strategy::Fair: return "id";  // the fair claim has its own statement
+  }
+  return "id";
+}
+
+// Claimable rows, locked and skipped when another claimer holds them. For `fair`, every
+// source root contributes its oldest rows in turn: rank rows within their root and take
+// the lowest ranks first, so a busy tree cannot starve a quiet one.
+std::string candidates_sql(Strategy strategy) {
+  if (strategy == Strategy::Fair) {
+    return R"(
+      SELECT id FROM timewarp.items
+       WHERE id IN (
+             SELECT id FROM (
+                    SELECT id, row_number() OVER (PARTITION BY source_root ORDER BY id) AS turn
+                      FROM timewarp.items
+                     WHERE status = 'NEW' AND not_before <= now()) ranked
+              ORDER BY turn, id
+              LIMIT $2)
+         AND status = 'NEW' AND not_before <= now()
+       FOR UPDATE SKIP LOCKED)";
+  }
+  return fmt::format(R"(
+      SELECT id FROM timewarp.items
+       WHERE status = 'NEW' AND not_before <= now()
+       ORDER BY {}
+       LIMIT $2
+       FOR UPDATE SKIP LOCKED)",
+                     order_by(strategy));
+}
+
+}  // namespace
+
+std::optional<Strategy> parse_strategy(std::string_view text) {
+  if (text == "fifo") return Strategy::Fifo;
+  if (text == "lifo") return Strategy::Lifo;
+  if (text == "priority") return Strategy::Priority;
+  if (text == "fair") return Strategy::Fair;
+  return std::nullopt;
+}
+
+std::string_view to_string(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::Fifo: return "fifo";
+    case Strategy::Lifo: return "lifo";
+    case Strategy::Priority: return "priority";
+    case Strategy::Fair: return "fair";
+  }
+  return "fifo";
+}
+
+std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
+  std::vector<std::int64_t> ids;
+  if (items.empty()) return ids;
+  std::vector<Param> ops, paths, dests, roots, priorities, sizes, mtimes;
+  for (const auto& item : items) {
+    ops.emplace_back(std::string(to_string(item.op)));
+    paths.emplace_back(item.path);
+    dests.push_back(item.op == Op::Move ? Param(item.dest_path) : std::nullopt);
+    roots.emplace_back(item.source_root);
+    priorities.emplace_back(std::to_string(item.priority));
+    sizes.push_back(item.size ? Param(std::to_string(*item.size)) : std::nullopt);
+    mtimes.push_back(item.mtime ? Connection::to_param(*item.mtime) : std::nullopt);
+  }
+  auto result = conn_.query(
+      R"(INSERT INTO timewarp.items (op, path, dest_path, source_root, priority, size, mtime)
+         SELECT op, path, dest_path, source_root, priority, size, to_timestamp(mtime)
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
+                       $6::bigint[], $7::float8[])
+                WITH ORDINALITY AS t(op, path, dest_path, source_root, priority, size, mtime, n)
+          ORDER BY n
+         RETURNING id)",
+      array_literal(ops), array_literal(paths), array_literal(dests), array_literal(roots),
+      array_literal(priorities), array_literal(sizes), array_literal(mtimes));
+  ids.reserve(static_cast<std::size_t>(result.rows()));
+  for (int r = 0; r < result.rows(); ++r) ids.push_back(result.int64(r, 0));
+  return ids;
+}
+
+std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
+  const std::string sql = fmt::format(R"(
+    WITH batch AS (SELECT nextval('timewarp.batch_ids') AS id),
+         candidates AS ({}),
+         claimed AS (
+           UPDATE timewarp.items i
+              SET status = 'DISPATCHED', scheduler_id = $1, batch_id = (SELECT id FROM batch),
+                  dispatched_at = now(), lease_until = now() + make_interval(secs => $3)
+             FROM candidates c
+            WHERE i.id = c.id
+        RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id),
+         audit AS (
+           INSERT INTO timewarp.batches (id, scheduler_id, strategy, requested, size)
+           SELECT (SELECT id FROM batch), $1, $4, $2, count(*) FROM claimed HAVING count(*) > 0)
+    SELECT id, op, path, dest_path, attempts, batch_id FROM claimed ORDER BY {})",
+                                      candidates_sql(request.strategy),
+                                      request.strategy == Strategy::Fair ? "id" : order_by(request.strategy));
+  auto result = conn_.query(sql, request.scheduler_id, request.batch_size, request.lease_seconds,
+                            to_string(request.strategy));
+  std::vector<ClaimedItem> items;
+  items.reserve(static_cast<std::size_t>(result.rows()));
+  for (int r = 0; r < result.rows(); ++r) {
+    ClaimedItem item;
+    item.id = result.int64(r, 0);
+    item.op = parse_op(result.text(r, 1)).value_or(Op::Update);
+    item.path = std::string(result.text(r, 2));
+    if (!result.is_null(r, 3)) item.dest_path = std::string(result.text(r, 3));
+    item.attempts = static_cast<int>(result.int64(r, 4));
+    item.batch_id = result.int64(r, 5);
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+std::int64_t Queue::complete(std::int64_t scheduler_id, std::span<const Completion> done) {
+  if (done.empty()) return 0;
+  std::vector<std::int64_t> ids, bytes, cpu;
+  std::vector<Param> started, finished, notes;
+  for (const auto& c : done) {
+    ids.push_back(c.id);
+    bytes.push_back(static_cast<std::int64_t>(c.archive_bytes));
+    cpu.push_back(static_cast<std::int64_t>(c.cpu_us));
+    started.push_back(Connection::to_param(c.started_at));
+    finished.push_back(Connection::to_param(c.finished_at));
+    notes.push_back(c.note.empty() ? Param() : Param(c.note));
+  }
+  auto result = conn_.query(
+      R"(UPDATE timewarp.items i
+            SET status = 'COMPLETED', archive_bytes = d.bytes, cpu_us = d.cpu,
+                started_at = to_timestamp(d.started), finished_at = to_timestamp(d.finished),
+                last_error = coalesce(d.note, i.last_error), lease_until = NULL
+           FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[],
+                       $7::text[]) AS d(id, bytes, cpu, started, finished, note)
+          WHERE i.id = d.id AND i.status = 'DISPATCHED' AND i.scheduler_id = $1)",
+      scheduler_id, int_array_literal(ids), int_array_literal(bytes), int_array_literal(cpu),
+      array_literal(started), array_literal(finished), array_literal(notes));
+  return result.affected();
+}
+
+FailOutcome Queue::fail(std::int64_t scheduler_id, std::span<const Failure> failures,
+                        const RetryPolicy& policy) {
+  FailOutcome outcome;
+  if (failures.empty()) return outcome;
+  std::vector<std::int64_t> ids;
+  std::vector<Param> permanent, errors, started, finished;
+  for (const auto& f : failures) {
+    ids.push_back(f.id);
+    permanent.push_back(Connection::to_param(f.permanent));
+    errors.emplace_back(f.error);
+    started.push_back(Connection::to_param(f.started_at));
+    finished.push_back(Connection::to_param(f.finished_at));
+  }
+  auto result = conn_.query(
+      R"(WITH d AS (
+           SELECT * FROM unnest($2::bigint[], $3::bool[], $4::text[], $5::float8[], $6::float8[])
+                  AS d(id, permanent, error, started, finished)),
+         changed AS (
+           UPDATE timewarp.items i
+              SET attempts = i.attempts + 1,
+                  last_error = d.error,
+                  started_at = to_timestamp(d.started),
+                  finished_at = to_timestamp(d.finished),
+                  status = CASE WHEN d.permanent OR i.attempts + 1 >= $7 THEN 'FAILED' ELSE 'NEW' END,
+                  not_before = CASE WHEN d.permanent OR i.attempts + 1 >= $7 THEN i.not_before
+                                    ELSE now() + make_interval(secs =>
+                                         least($9::float8, $8::float8 * power(2, i.attempts))
+                                         * (0.5 + random() * 0.5)) END,
+                  scheduler_id = NULL, lease_until = NULL
+             FROM d
+            WHERE i.id = d.id AND i.status = 'DISPATCHED' AND i.scheduler_id = $1
+        RETURNING i.status)
+         SELECT count(*) FILTER (WHERE status = 'NEW'), count(*) FILTER (WHERE status = 'FAILED')
+           FROM changed)",
+      scheduler_id, int_array_literal(ids), array_literal(permanent), array_literal(errors),
+      array_literal(started), array_literal(finished), policy.max_attempts, policy.base_delay,
+      policy.max_delay);
+  outcome.retried = result.int64(0, 0);
+  outcome.failed = result.int64(0, 1);
+  return outcome;
+}
+
+std::int64_t Queue::release(std::int64_t scheduler_id, std::span<const std::int64_t> ids) {
+  if (ids.empty()) return 0;
+  auto result = conn_.query(
+      R"(UPDATE timewarp.items
+            SET status = 'NEW', scheduler_id = NULL, batch_id = NULL, dispatched_at = NULL,
+                lease_until = NULL
+          WHERE id = ANY($2::bigint[]) AND status = 'DISPATCHED' AND scheduler_id = $1)",
+      scheduler_id, int_array_literal(std::vector<std::int64_t>(ids.begin(), ids.end())));
+  return result.affected();
+}
+
+std::int64_t Queue::recover_expired_leases(int max_attempts) {
+  auto result = conn_.query(
+      R"(UPDATE timewarp.items
+            SET attempts = attempts + 1,
+                last_error = format('lease of scheduler %s expired', scheduler_id),
+                status = CASE WHEN attempts + 1 >= $1 THEN 'FAILED' ELSE 'NEW' END,
+                finished_at = CASE WHEN attempts + 1 >= $1 THEN now() END,
+                scheduler_id = NULL, lease_until = NULL
+          WHERE status = 'DISPATCHED' AND lease_until < now())",
+      max_attempts);
+  return result.affected();
+}
+
+std::int64_t Queue::register_scheduler(const std::string& host, int pid,
+                                       std::string_view strategy, int batch_size, int archivers) {
+  auto result = conn_.query(
+      R"(INSERT INTO timewarp.schedulers (host, pid, strategy, batch_size, archivers)
+         VALUES ($1, $2, $3, $4, $5) RETURNING id)",
+      host, pid, strategy, batch_size, archivers);
+  return result.int64(0, 0);
+}
+
+void Queue::heartbeat(std::int64_t scheduler_id, const SchedulerStats& s, double lease_seconds,
+                      std::span<const std::int64_t> held_ids) {
+  conn_.query(
+      R"(WITH renewed AS (
+           UPDATE timewarp.items SET lease_until = now() + make_interval(secs => $10)
+            WHERE id = ANY($11::bigint[]) AND status = 'DISPATCHED' AND scheduler_id = $1)
+         UPDATE timewarp.schedulers
+            SET heartbeat_at = now(), archivers = $2, busy_consumers = $3, idle_consumers = $4,
+                busy_high_water = $5, batch_queue_length = $6, batch_queue_high_water = $7,
+                items_done = $8, items_failed = $9, stopped_at = NULL
+          WHERE id = $1)",
+      scheduler_id, s.archivers, s.busy, s.idle, s.busy_high_water, s.batch_queue_length,
+      s.batch_queue_high_water, s.items_done, s.items_failed, lease_seconds,
+      int_array_literal(std::vector<std::int64_t>(held_ids.begin(), held_ids.end())));
+}
+
+void Queue::unregister_scheduler(std::int64_t scheduler_id, const SchedulerStats& s) {
+  conn_.query(
+      R"(UPDATE timewarp.schedulers
+            SET heartbeat_at = now(), stopped_at = now(), archivers = 0, busy_consumers = 0,
+                idle_consumers = 0, busy_high_water = $2, batch_queue_length = 0,
+                batch_queue_high_water = $3, items_done = $4, items_failed = $5
+          WHERE id = $1)",
+      scheduler_id, s.busy_high_water, s.batch_queue_high_water, s.items_done, s.items_failed);
+}
+
+void Queue::mark_batches_drained(std::span<const std::int64_t> batch_ids) {
+  if (batch_ids.empty()) return;
+  conn_.query("UPDATE timewarp.batches SET drained_at = now() WHERE id = ANY($1::bigint[])",
+              int_array_literal(std::vector<std::int64_t>(batch_ids.begin(), batch_ids.end())));
+}
+
+QueueCounts Queue::counts() {
+  auto r = conn_.query(
+      R"(SELECT claimable, delayed, dispatched, completed, failed,
+                extract(epoch FROM oldest_claimable_age)::float8,
+                extract(epoch FROM next_retry_at - now())::float8,
+                completed_last_minute, failed_last_hour
+           FROM timewarp.queue_status)");
+  QueueCounts c;
+  c.claimable = r.int64(0, 0);
+  c.delayed = r.int64(0, 1);
+  c.dispatched = r.int64(0, 2);
+  c.completed = r.int64(0, 3);
+  c.failed = r.int64(0, 4);
+  c.oldest_claimable_age = r.opt_float8(0, 5);
+  c.next_retry_in = r.opt_float8(0, 6);
+  c.completed_last_minute = r.int64(0, 7);
+  c.failed_last_hour = r.int64(0, 8);
+  return c;
+}
+
+bool Queue::has_claimable() {
+  auto r = conn_.query(
+      "SELECT EXISTS (SELECT 1 FROM timewarp.items WHERE status = 'NEW' AND not_before <= now())");
+  return r.text(0, 0) == "t";
+}
+
+}  // namespace tw::db

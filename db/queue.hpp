@@ -1,0 +1,143 @@
+// The master-queue API (DESIGN.md, "The master queue") over one Connection: enqueue many
+// items in one round trip, claim a batch in one statement (FOR UPDATE SKIP LOCKED under a
+// matching partial index), complete, fail and release many items per statement, recover
+// expired leases, and read the counts. Every statement commits at once; no transaction
+// stays open while an archiver works. Not thread-safe: one Queue per thread, like its
+// Connection.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/protocol.hpp"
+#include "db/connection.hpp"
+
+namespace tw::db {
+
+enum class Strategy { Fifo, Lifo, Priority, Fair };
+std::optional<Strategy> parse_strategy(std::string_view text);
+std::string_view to_string(Strategy strategy);
+
+struct NewItem {
+  Op op = Op::Update;
+  std::string path;       // escaped
+  std::string dest_path;  // escaped; MOVE only
+  std::string source_root;  // escaped watched root the path belongs to ('' if none)
+  int priority = 0;
+  std::optional<std::int64_t> size;
+  std::optional<double> mtime;  // seconds since the epoch
+};
+
+struct ClaimRequest {
+  std::int64_t scheduler_id = 0;
+  int batch_size = 100;
+  Strategy strategy = Strategy::Fifo;
+  double lease_seconds = 60;
+};
+
+struct ClaimedItem {
+  std::int64_t id = 0;
+  Op op = Op::Update;
+  std::string path;
+  std::string dest_path;
+  int attempts = 0;  // failed attempts so far
+  std::int64_t batch_id = 0;
+};
+
+struct Completion {
+  std::int64_t id = 0;
+  std::uint64_t archive_bytes = 0;
+  std::uint64_t cpu_us = 0;
+  double started_at = 0;   // seconds since the epoch
+  double finished_at = 0;  // seconds since the epoch
+  std::string note;        // e.g. why a vanished file needed nothing; stored in last_error
+};
+
+struct Failure {
+  std::int64_t id = 0;
+  bool permanent = false;
+  std::string error;
+  double started_at = 0;
+  double finished_at = 0;
+};
+
+struct RetryPolicy {
+  int max_attempts = 5;
+  double base_delay = 1.0;  // seconds; attempt k waits min(max, base * 2^k), jittered
+  double max_delay = 300.0;
+};
+
+struct FailOutcome {
+  std::int64_t retried = 0;  // back to NEW with a later not_before
+  std::int64_t failed = 0;   // FAILED for good
+};
+
+struct QueueCounts {
+  std::int64_t claimable = 0;
+  std::int64_t delayed = 0;
+  std::int64_t dispatched = 0;
+  std::int64_t completed = 0;
+  std::int64_t failed = 0;
+  std::optional<double> oldest_claimable_age;  // seconds
+  std::optional<double> next_retry_in;          // seconds until the earliest delayed item
+  std::int64_t completed_last_minute = 0;
+  std::int64_t failed_last_hour = 0;
+};
+
+struct SchedulerStats {
+  int archivers = 0;
+  int busy = 0;
+  int idle = 0;
+  int busy_high_water = 0;
+  int batch_queue_length = 0;
+  int batch_queue_high_water = 0;
+  std::int64_t items_done = 0;
+  std::int64_t items_failed = 0;
+};
+
+class Queue {
+ public:
+  explicit Queue(Connection& conn) : conn_(conn) {}
+
+  // Inserts all items in one statement; returns their ids in order.
+  std::vector<std::int64_t> enqueue(std::span<const NewItem> items);
+
+  // Claims up to batch_size claimable items for the scheduler, in the strategy's order,
+  // in one statement; records the batch in timewarp.batches.
+  std::vector<ClaimedItem> claim(const ClaimRequest& request);
+
+  // Marks items COMPLETED; only items this scheduler holds (DISPATCHED, its id) change.
+  // Returns the number of rows changed.
+  std::int64_t complete(std::int64_t scheduler_id, std::span<const Completion> done);
+
+  // Records failed attempts: back to NEW with backoff while attempts remain, else FAILED.
+  FailOutcome fail(std::int64_t scheduler_id, std::span<const Failure> failures,
+                   const RetryPolicy& policy);
+
+  // Returns never-started items to NEW (a stopping scheduler's batch queue).
+  std::int64_t release(std::int64_t scheduler_id, std::span<const std::int64_t> ids);
+
+  // Returns to NEW (or FAILED, when out of attempts) every DISPATCHED item whose lease has
+  // expired, whoever held it. Any live scheduler may call this.
+  std::int64_t recover_expired_leases(int max_attempts);
+
+  // Scheduler registration and heartbeat (which also renews this scheduler's leases).
+  std::int64_t register_scheduler(const std::string& host, int pid, std::string_view strategy,
+                                  int batch_size, int archivers);
+  // Refreshes the scheduler's row and renews the leases of the items it still holds.
+  void heartbeat(std::int64_t scheduler_id, const SchedulerStats& stats, double lease_seconds,
+                 std::span<const std::int64_t> held_ids);
+  void unregister_scheduler(std::int64_t scheduler_id, const SchedulerStats& stats);
+  void mark_batches_drained(std::span<const std::int64_t> batch_ids);
+
+  QueueCounts counts();
+  bool has_claimable();
+
+ private:
+  Connection& conn_;
+};
+
+}  // namespace tw::db

@@ -1,0 +1,51 @@
+// The scheduler's in-memory batch queue: claimed items waiting for a consumer. Thread-safe:
+// the main thread pushes whole batches, consumer threads pop one item at a time.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "common/thread_annotations.hpp"
+#include "db/queue.hpp"
+
+namespace tw::scheduler {
+
+class BatchQueue {
+ public:
+  void push(std::vector<db::ClaimedItem> batch) EXCLUDES(mutex_);
+
+  // Blocks until an item is available, `leave` becomes true, or the queue is closed. Returns
+  // nothing in the last two cases. A caller that sets `leave` must call wake_all(). Every
+  // item popped counts as in flight until the caller calls finished().
+  std::optional<db::ClaimedItem> pop(const std::atomic<bool>& leave) EXCLUDES(mutex_);
+  void finished() EXCLUDES(mutex_);
+
+  // True when no item waits and none is in flight.
+  bool idle() const EXCLUDES(mutex_);
+
+  // Removes and returns every waiting item (they were never started).
+  std::vector<db::ClaimedItem> take_all() EXCLUDES(mutex_);
+
+  // Wakes every pop() so it re-checks its `leave` flag.
+  void wake_all();
+  // After close(), pop() returns nothing once the queue is empty.
+  void close() EXCLUDES(mutex_);
+
+  std::size_t size() const EXCLUDES(mutex_);
+  std::size_t high_water() const EXCLUDES(mutex_);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<db::ClaimedItem> items_ GUARDED_BY(mutex_);
+  std::size_t high_water_ GUARDED_BY(mutex_) = 0;
+  std::size_t in_flight_ GUARDED_BY(mutex_) = 0;
+  bool closed_ GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace tw::scheduler

@@ -1,0 +1,160 @@
+#include "scheduler/consumer.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/protocol.hpp"
+
+namespace tw::scheduler {
+namespace {
+constexpr auto kFirstRestartDelay = std::chrono::milliseconds(100);
+constexpr auto kMaxRestartDelay = std::chrono::milliseconds(10000);
+// The archiver's answer to an UPDATE or STAT of a path that no longer exists starts with
+// this: not a failure, the DELETE that follows records what happened.
+constexpr std::string_view kVanished = "vanished:";
+}  // namespace
+
+double epoch_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Consumer::Consumer(int index, Options options, std::shared_ptr<Launcher> launcher,
+                   BatchQueue& queue, Reporter& reporter, Notify notify)
+    : index_(index),
+      options_(std::move(options)),
+      launcher_(std::move(launcher)),
+      queue_(queue),
+      reporter_(reporter),
+      notify_(std::move(notify)) {}
+
+Consumer::~Consumer() {
+  retire();
+  join();
+}
+
+void Consumer::start() { thread_ = std::thread([this] { run(); }); }
+
+void Consumer::retire() {
+  leave_.store(true);
+  queue_.wake_all();
+}
+
+void Consumer::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Consumer::ensure_archiver() {
+  if (archiver_) return true;
+  if (restart_backoff_.count() > 0) {
+    // Sleep in small steps so a retiring consumer leaves promptly.
+    const auto until = std::chrono::steady_clock::now() + restart_backoff_;
+    while (!leave_.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (leave_.load()) return false;
+  }
+  try {
+    archiver_ = launcher_->launch(options_.archiver);
+    spdlog::debug("consumer {}: archiver started (pid {})", index_, archiver_->pid());
+    return true;
+  } catch (const std::exception& e) {
+    restart_backoff_ = std::clamp(restart_backoff_ * 2, kFirstRestartDelay, kMaxRestartDelay);
+    spdlog::error("consumer {}: {}; retrying in {} ms", index_, e.what(), restart_backoff_.count());
+    return false;
+  }
+}
+
+void Consumer::kill_archiver(const char* why) {
+  if (!archiver_) return;
+  const pid_t pid = archiver_->pid();
+  const int status = archiver_->terminate(options_.stop_grace);
+  spdlog::warn("consumer {}: archiver {} {} (exit status {}); restarting it", index_, pid, why,
+               status);
+  archiver_.reset();
+  restart_backoff_ = std::clamp(restart_backoff_ * 2, kFirstRestartDelay, kMaxRestartDelay);
+}
+
+void Consumer::run() {
+  while (!leave_.load()) {
+    if (!ensure_archiver()) continue;
+    auto item = queue_.pop(leave_);
+    if (!item) break;
+    busy_.store(true);
+    notify_();
+    process(*item);
+    queue_.finished();
+    busy_.store(false);
+    notify_();
+  }
+  if (archiver_) {
+    // EOF on stdin tells the archiver to exit; terminate() waits, then escalates.
+    archiver_->close_stdin();
+    if (!archiver_->wait_exit(options_.stop_grace)) archiver_->terminate(options_.stop_grace);
+    archiver_.reset();
+  }
+  finished_.store(true);
+  notify_();
+}
+
+void Consumer::process(const db::ClaimedItem& item) {
+  const double started = epoch_seconds();
+  const auto fail = [&](std::string message) {
+    reporter_.add(db::Failure{item.id, false, std::move(message), started, epoch_seconds()});
+  };
+  const std::string request =
+      format_request(Request{item.id, item.op, item.path, item.dest_path});
+  if (!archiver_->write_line(request)) {
+    kill_archiver("stopped reading requests");
+    fail("archiver died before taking the item");
+    return;
+  }
+  std::string line;
+  const auto status = archiver_->read_line(line, options_.item_timeout);
+  switch (status) {
+    case ChildProcess::ReadStatus::Timeout:
+      kill_archiver("exceeded item_timeout");
+      fail(fmt::format("archiver exceeded item_timeout ({} s)", options_.item_timeout.count() / 1000.0));
+      return;
+    case ChildProcess::ReadStatus::Eof:
+      kill_archiver("exited while working");
+      fail("archiver exited while working on the item");
+      return;
+    case ChildProcess::ReadStatus::Overlong:
+      kill_archiver("answered garbage");
+      fail("archiver answered garbage: an over-long line");
+      return;
+    case ChildProcess::ReadStatus::Line:
+      break;
+  }
+  auto response = parse_response(line);
+  if (!response || response->id != item.id) {
+    kill_archiver("answered garbage");
+    fail(response ? fmt::format("archiver answered for item {} instead", response->id)
+                  : fmt::format("archiver answered garbage: {}", response.error()));
+    return;
+  }
+  restart_backoff_ = std::chrono::milliseconds(0);
+  const double finished = epoch_seconds();
+  switch (response->outcome) {
+    case Outcome::Complete:
+      reporter_.add(db::Completion{item.id, response->archive_bytes, response->cpu_us, started,
+                                   finished, {}});
+      return;
+    case Outcome::FailedPermanent:
+      if (std::string_view(response->message).substr(0, kVanished.size()) == kVanished) {
+        reporter_.add(db::Completion{item.id, 0, 0, started, finished, response->message});
+        return;
+      }
+      reporter_.add(db::Failure{item.id, true, response->message, started, finished});
+      return;
+    case Outcome::FailedRetry:
+      reporter_.add(db::Failure{item.id, false, response->message, started, finished});
+      return;
+  }
+}
+
+}  // namespace tw::scheduler

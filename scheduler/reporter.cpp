@@ -1,0 +1,253 @@
+#include "scheduler/reporter.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace tw::scheduler {
+namespace {
+constexpr std::size_t kWriteBatch = 2000;
+constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
+}  // namespace
+
+Reporter::Reporter(Options options, StatsSource stats)
+    : options_(std::move(options)), stats_(std::move(stats)) {}
+
+Reporter::~Reporter() {
+  if (thread_.joinable()) stop(std::chrono::seconds(5));
+}
+
+void Reporter::start() { thread_ = std::thread([this] { run(); }); }
+
+void Reporter::hold(const std::vector<db::ClaimedItem>& items) {
+  std::lock_guard lock(mutex_);
+  for (const auto& item : items) {
+    held_.emplace(item.id, item.batch_id);
+    ++batch_left_[item.batch_id];
+  }
+}
+
+void Reporter::unhold(const std::vector<std::int64_t>& ids) {
+  std::lock_guard lock(mutex_);
+  note_written(ids);
+}
+
+void Reporter::note_written(const std::vector<std::int64_t>& ids) {
+  for (const auto id : ids) {
+    const auto it = held_.find(id);
+    if (it == held_.end()) continue;
+    const auto batch = batch_left_.find(it->second);
+    if (batch != batch_left_.end() && --batch->second == 0) {
+      drained_batches_.push_back(batch->first);
+      batch_left_.erase(batch);
+    }
+    held_.erase(it);
+  }
+}
+
+void Reporter::add(db::Completion completion) {
+  std::lock_guard lock(mutex_);
+  completions_.push_back(std::move(completion));
+  ++added_;
+  if (completions_.size() + failures_.size() >= kWriteBatch) cv_.notify_all();
+}
+
+void Reporter::add(db::Failure failure) {
+  std::lock_guard lock(mutex_);
+  failures_.push_back(std::move(failure));
+  ++added_;
+  cv_.notify_all();
+}
+
+bool Reporter::flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  const auto target = added_;
+  cv_.notify_all();
+  return cv_.wait_for(lock, timeout, [&] { return written_ >= target; });
+}
+
+void Reporter::stop(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    stop_deadline_ = std::chrono::steady_clock::now() + timeout;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::int64_t Reporter::items_done() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+std::int64_t Reporter::items_failed() const {
+  std::lock_guard lock(mutex_);
+  return failed_;
+}
+
+std::size_t Reporter::pending() const {
+  std::lock_guard lock(mutex_);
+  return completions_.size() + failures_.size();
+}
+
+bool Reporter::ensure_connection() {
+  if (conn_ && conn_->healthy()) return true;
+  conn_.reset();
+  if (std::chrono::steady_clock::now() < next_connect_) return false;
+  try {
+    conn_ = std::make_unique<db::Connection>(options_.conninfo);
+    backoff_ = std::chrono::milliseconds(100);
+    spdlog::info("reporter connected to the database");
+    return true;
+  } catch (const db::DbError& e) {
+    spdlog::warn("reporter: {}; retrying in {} ms", e.what(), backoff_.count());
+    next_connect_ = std::chrono::steady_clock::now() + backoff_;
+    backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+    return false;
+  }
+}
+
+// Writes up to kWriteBatch results. Returns false when the database could not be reached
+// (the results stay queued).
+bool Reporter::write_pending() {
+  std::vector<db::Completion> completions;
+  std::vector<db::Failure> failures;
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t nc = std::min(completions_.size(), kWriteBatch);
+    completions.assign(completions_.begin(), completions_.begin() + static_cast<std::ptrdiff_t>(nc));
+    const std::size_t nf = std::min(failures_.size(), kWriteBatch);
+    failures.assign(failures_.begin(), failures_.begin() + static_cast<std::ptrdiff_t>(nf));
+  }
+  if (completions.empty() && failures.empty()) return true;
+  if (!ensure_connection()) return false;
+  std::int64_t completed = 0;
+  db::FailOutcome failed;
+  try {
+    db::Queue queue(*conn_);
+    completed = queue.complete(options_.scheduler_id, completions);
+    failed = queue.fail(options_.scheduler_id, failures, options_.retry);
+  } catch (const db::BrokenConnection& e) {
+    // The statements may or may not have run; both only touch items we still hold, so
+    // running them again after reconnecting changes nothing twice.
+    spdlog::warn("reporter: {}; keeping {} results until the database is back", e.what(),
+                 completions.size() + failures.size());
+    conn_.reset();
+    next_connect_ = std::chrono::steady_clock::now() + backoff_;
+    return false;
+  } catch (const db::SqlError& e) {
+    spdlog::error("reporter: writing results failed: {}; will retry", e.what());
+    next_connect_ = std::chrono::steady_clock::now() + backoff_;
+    conn_.reset();
+    return false;
+  }
+  const auto lost = static_cast<std::int64_t>(completions.size()) - completed +
+                    static_cast<std::int64_t>(failures.size()) - failed.retried - failed.failed;
+  if (lost > 0) {
+    spdlog::warn("{} results were not recorded: this scheduler no longer holds those items "
+                 "(lease expired); they will run again",
+                 lost);
+  }
+  std::vector<std::int64_t> ids;
+  for (const auto& c : completions) ids.push_back(c.id);
+  for (const auto& f : failures) ids.push_back(f.id);
+  std::lock_guard lock(mutex_);
+  completions_.erase(completions_.begin(), completions_.begin() + static_cast<std::ptrdiff_t>(completions.size()));
+  failures_.erase(failures_.begin(), failures_.begin() + static_cast<std::ptrdiff_t>(failures.size()));
+  written_ += completions.size() + failures.size();
+  done_ += completed;
+  failed_ += failed.failed;
+  note_written(ids);
+  cv_.notify_all();
+  return true;
+}
+
+void Reporter::beat() {
+  if (!ensure_connection()) return;
+  std::vector<std::int64_t> held, drained;
+  {
+    std::lock_guard lock(mutex_);
+    held.reserve(held_.size());
+    for (const auto& [id, batch] : held_) held.push_back(id);
+    drained.swap(drained_batches_);
+  }
+  db::SchedulerStats stats = stats_ ? stats_() : db::SchedulerStats{};
+  {
+    std::lock_guard lock(mutex_);
+    stats.items_done = done_;
+    stats.items_failed = failed_;
+  }
+  try {
+    db::Queue queue(*conn_);
+    queue.heartbeat(options_.scheduler_id, stats, options_.lease_seconds, held);
+    queue.mark_batches_drained(drained);
+    const auto recovered = queue.recover_expired_leases(options_.retry.max_attempts);
+    if (recovered > 0) spdlog::warn("recovered {} items whose lease had expired", recovered);
+  } catch (const db::DbError& e) {
+    spdlog::warn("heartbeat failed: {}", e.what());
+    conn_.reset();
+    std::lock_guard lock(mutex_);
+    drained_batches_.insert(drained_batches_.end(), drained.begin(), drained.end());
+  }
+}
+
+void Reporter::run() {
+  next_beat_ = std::chrono::steady_clock::now();
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      const auto wake = std::min(next_beat_, std::chrono::steady_clock::now() + options_.flush_interval);
+      cv_.wait_until(lock, wake, [&] {
+        return stopping_ || completions_.size() + failures_.size() >= kWriteBatch ||
+               (!failures_.empty() && written_ < added_);
+      });
+      if (stopping_) {
+        const bool empty = completions_.empty() && failures_.empty();
+        if (empty || std::chrono::steady_clock::now() >= stop_deadline_) break;
+      }
+    }
+    while (true) {
+      const bool ok = write_pending();
+      std::lock_guard lock(mutex_);
+      if (!ok || (completions_.size() + failures_.size() < kWriteBatch)) {
+        if (ok && !(completions_.empty() && failures_.empty())) continue;
+        break;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= next_beat_) {
+      beat();
+      next_beat_ = std::chrono::steady_clock::now() + options_.heartbeat_interval;
+    }
+  }
+  // Final: mark the scheduler stopped (best effort).
+  std::size_t left = 0;
+  {
+    std::lock_guard lock(mutex_);
+    left = completions_.size() + failures_.size();
+  }
+  if (left > 0) {
+    spdlog::error("stopping with {} results unwritten (database unreachable); their items "
+                  "return to NEW when the lease expires and run again",
+                  left);
+  }
+  if (ensure_connection()) {
+    try {
+      db::SchedulerStats stats = stats_ ? stats_() : db::SchedulerStats{};
+      std::vector<std::int64_t> drained;
+      {
+        std::lock_guard lock(mutex_);
+        stats.items_done = done_;
+        stats.items_failed = failed_;
+        drained.swap(drained_batches_);
+      }
+      db::Queue queue(*conn_);
+      queue.mark_batches_drained(drained);
+      queue.unregister_scheduler(options_.scheduler_id, stats);
+    } catch (const db::DbError& e) {
+      spdlog::warn("could not mark the scheduler stopped: {}", e.what());
+    }
+  }
+}
+
+}  // namespace tw::scheduler

@@ -1,0 +1,98 @@
+// Writes the consumers' results to the database in batches, from its own thread and
+// connection, and beats the scheduler's heartbeat (renewing the leases of the items the
+// scheduler holds, refreshing its row in timewarp.schedulers, recovering other
+// schedulers' expired leases). Results survive a database outage: they stay in memory, the
+// reporter reconnects with backoff and writes them when the database is back; the
+// statements only touch items this scheduler still holds, so nothing is marked twice.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/thread_annotations.hpp"
+#include "db/queue.hpp"
+
+namespace tw::scheduler {
+
+class Reporter {
+ public:
+  struct Options {
+    std::string conninfo;
+    std::int64_t scheduler_id = 0;
+    std::chrono::milliseconds flush_interval{50};
+    std::chrono::milliseconds heartbeat_interval{5000};
+    double lease_seconds = 60;
+    db::RetryPolicy retry;
+  };
+  // Figures the scheduler knows and the reporter does not (consumers, batch queue).
+  using StatsSource = std::function<db::SchedulerStats()>;
+
+  Reporter(Options options, StatsSource stats);
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+  ~Reporter();
+
+  void start();
+
+  // The scheduler now holds these claimed items (their leases are renewed until written).
+  void hold(const std::vector<db::ClaimedItem>& items) EXCLUDES(mutex_);
+  // Items given back unstarted (released to NEW by the caller).
+  void unhold(const std::vector<std::int64_t>& ids) EXCLUDES(mutex_);
+
+  void add(db::Completion completion) EXCLUDES(mutex_);
+  void add(db::Failure failure) EXCLUDES(mutex_);
+
+  // Waits until every result added before the call is written. False on timeout.
+  bool flush(std::chrono::milliseconds timeout) EXCLUDES(mutex_);
+
+  // Writes what it can within `timeout`, marks the scheduler stopped, ends the thread.
+  void stop(std::chrono::milliseconds timeout) EXCLUDES(mutex_);
+
+  std::int64_t items_done() const EXCLUDES(mutex_);
+  std::int64_t items_failed() const EXCLUDES(mutex_);
+  std::size_t pending() const EXCLUDES(mutex_);
+
+ private:
+  void run();
+  bool ensure_connection();
+  bool write_pending();
+  void beat();
+  void note_written(const std::vector<std::int64_t>& ids) REQUIRES(mutex_);
+
+  // Constant after construction.
+  const Options options_;
+  const StatsSource stats_;
+
+  // Only the reporter thread touches these.
+  std::unique_ptr<db::Connection> conn_;
+  std::chrono::milliseconds backoff_{100};
+  std::chrono::steady_clock::time_point next_beat_{};
+  std::chrono::steady_clock::time_point next_connect_{};
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<db::Completion> completions_ GUARDED_BY(mutex_);
+  std::vector<db::Failure> failures_ GUARDED_BY(mutex_);
+  std::uint64_t added_ GUARDED_BY(mutex_) = 0;    // results ever added
+  std::uint64_t written_ GUARDED_BY(mutex_) = 0;  // results ever written
+  std::unordered_map<std::int64_t, std::int64_t> held_ GUARDED_BY(mutex_);  // item -> batch
+  std::unordered_map<std::int64_t, std::int64_t> batch_left_ GUARDED_BY(mutex_);
+  std::vector<std::int64_t> drained_batches_ GUARDED_BY(mutex_);
+  std::int64_t done_ GUARDED_BY(mutex_) = 0;
+  std::int64_t failed_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::chrono::steady_clock::time_point stop_deadline_ GUARDED_BY(mutex_){};
+
+  std::thread thread_;
+};
+
+}  // namespace tw::scheduler

@@ -1,0 +1,344 @@
+#include "scheduler/scheduler.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace tw::scheduler {
+namespace {
+
+constexpr std::size_t kMaxSignalLine = 4096;
+constexpr auto kMaxDbBackoff = std::chrono::milliseconds(5000);
+
+std::string hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+std::chrono::milliseconds seconds_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+// Test hook: with TIMEWARP_TEST_PAUSE_BEFORE_READY=DIR set, the first READY waits (at most
+// a minute) between the scheduler's last look at the queue and the write of READY: it
+// creates DIR/paused and goes on once DIR/release exists. Tests use it to add work in the
+// window where a wake-up could be lost.
+void test_pause_before_ready() {
+  static bool done = false;
+  const char* dir = std::getenv("TIMEWARP_TEST_PAUSE_BEFORE_READY");
+  if (done || dir == nullptr || *dir == '\0') return;
+  done = true;
+  namespace fs = std::filesystem;
+  const fs::path paused = fs::path(dir) / "paused";
+  const fs::path release = fs::path(dir) / "release";
+  { std::FILE* f = std::fopen(paused.c_str(), "w"); if (f) std::fclose(f); }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!fs::exists(release) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd,
+                     int ready_fd)
+    : config_(std::move(config)),
+      launcher_(std::move(launcher)),
+      signal_fd_(signal_fd),
+      ready_fd_(ready_fd),
+      strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+}
+
+Scheduler::~Scheduler() = default;
+
+db::Queue& Scheduler::queue() {
+  if (!conn_ || !conn_->healthy()) {
+    queue_.reset();
+    conn_ = std::make_unique<db::Connection>(config_.database);
+    queue_ = std::make_unique<db::Queue>(*conn_);
+    db_backoff_ = std::chrono::milliseconds(100);
+  }
+  return *queue_;
+}
+
+void Scheduler::reconnect_after(const db::DbError& error) {
+  spdlog::warn("database: {}; retrying in {} ms", error.what(), db_backoff_.count());
+  queue_.reset();
+  conn_.reset();
+  wait_for_event(db_backoff_);
+  db_backoff_ = std::min(db_backoff_ * 2, kMaxDbBackoff);
+}
+
+void Scheduler::publish_stats() {
+  const auto s = stats();
+  std::lock_guard lock(stats_mutex_);
+  published_stats_ = s;
+}
+
+db::SchedulerStats Scheduler::stats() const {
+  db::SchedulerStats s;
+  for (const auto& c : consumers_) {
+    if (c->finished() || c->retiring()) continue;
+    ++s.archivers;
+    if (c->busy()) {
+      ++s.busy;
+    } else {
+      ++s.idle;
+    }
+  }
+  s.busy_high_water = busy_high_water_.load();
+  s.batch_queue_length = static_cast<int>(batch_queue_.size());
+  s.batch_queue_high_water = static_cast<int>(batch_queue_.high_water());
+  return s;
+}
+
+int Scheduler::run() {
+  auto& q = queue();
+  scheduler_id_ = q.register_scheduler(hostname(), static_cast<int>(::getpid()),
+                                       db::to_string(strategy_), config_.batch_size,
+                                       config_.archivers);
+  spdlog::info("scheduler {} started: strategy {}, batch size {}, {} archivers", scheduler_id_,
+               config_.strategy, config_.batch_size, config_.archivers);
+
+  Reporter::Options options;
+  options.conninfo = config_.database;
+  options.scheduler_id = scheduler_id_;
+  options.flush_interval = seconds_ms(config_.flush_interval);
+  options.heartbeat_interval = seconds_ms(config_.heartbeat_interval);
+  options.lease_seconds = config_.lease_time;
+  options.retry = {config_.max_attempts, config_.retry_base_delay, config_.retry_max_delay};
+  // The reporter thread reads the figures this thread publishes.
+  reporter_ = std::make_unique<Reporter>(options, [this] {
+    std::lock_guard lock(stats_mutex_);
+    return published_stats_;
+  });
+  reporter_->start();
+  resize(config_.archivers);
+
+  while (!stop_requested_) {
+    handle_pending_signals(false);
+    if (stop_requested_) break;
+    if (signals_.empty()) wait_for_event(std::chrono::milliseconds(1000));
+    reap_finished_consumers();
+  }
+  stop();
+  return 0;
+}
+
+void Scheduler::wait_for_event(std::chrono::milliseconds timeout) {
+  pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+  const nfds_t n = input_closed_ ? 0 : 1;
+  pollfd* first = input_closed_ ? &fds[1] : &fds[0];
+  const int ready = ::poll(first, n + 1, static_cast<int>(timeout.count()));
+  publish_stats();
+  if (ready <= 0) return;
+  std::uint64_t count = 0;
+  while (::read(wake_fd_.get(), &count, sizeof count) > 0) {
+  }
+  if (!input_closed_ && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) read_signals();
+}
+
+void Scheduler::read_signals() {
+  char chunk[4096];
+  const ssize_t n = ::read(signal_fd_, chunk, sizeof chunk);
+  if (n < 0) {
+    if (errno == EINTR || errno == EAGAIN) return;
+    spdlog::warn("reading signals failed: {}; stopping", std::strerror(errno));
+  }
+  if (n <= 0) {
+    input_closed_ = true;
+    spdlog::info("signal pipe closed: stopping");
+    signals_.push_back({Signal::Stop});
+    return;
+  }
+  input_.append(chunk, static_cast<std::size_t>(n));
+  std::size_t newline;
+  while ((newline = input_.find('\n')) != std::string::npos) {
+    std::string line = input_.substr(0, newline);
+    input_.erase(0, newline + 1);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line == "READY") {
+      signals_.push_back({Signal::Ready});
+    } else if (line == "STOP") {
+      signals_.push_back({Signal::Stop});
+    } else if (line.rfind("ARCHIVERS ", 0) == 0) {
+      int n_archivers = 0;
+      const char* first = line.data() + 10;
+      const char* last = line.data() + line.size();
+      const auto [end, ec] = std::from_chars(first, last, n_archivers);
+      if (ec != std::errc{} || end != last || n_archivers < 1 || n_archivers > 256) {
+        spdlog::warn("ignoring signal '{}': ARCHIVERS takes a number from 1 to 256", line);
+      } else {
+        signals_.push_back({Signal::Archivers, n_archivers});
+      }
+    } else {
+      spdlog::warn("ignoring unknown signal line '{}'", line.substr(0, 80));
+    }
+  }
+  if (input_.size() > kMaxSignalLine) {
+    spdlog::warn("ignoring an over-long signal line ({} bytes)", input_.size());
+    input_.clear();
+  }
+}
+
+bool Scheduler::handle_pending_signals(bool draining) {
+  while (!signals_.empty()) {
+    const SignalLine s = signals_.front();
+    signals_.pop_front();
+    switch (s.signal) {
+      case Signal::Stop:
+        stop_requested_ = true;
+        return false;
+      case Signal::Archivers:
+        resize(s.archivers);
+        break;
+      case Signal::Ready:
+        if (!draining && !drain()) return false;
+        break;
+    }
+  }
+  return !stop_requested_;
+}
+
+void Scheduler::resize(int archivers) {
+  reap_finished_consumers();
+  std::vector<Consumer*> active;
+  for (auto& c : consumers_) {
+    if (!c->retiring()) active.push_back(c.get());
+  }
+  const int have = static_cast<int>(active.size());
+  if (archivers > have) {
+    Consumer::Options options;
+    options.archiver.executable =
+        config_.archiver_exe.empty() ? sibling_executable("timewarp-archiver") : config_.archiver_exe;
+    options.archiver.args = {"--backup-root=" + config_.backup_root,
+                             "--log-level=" + config_.log_level};
+    if (!config_.log_file.empty()) options.archiver.args.push_back("--log-file=" + config_.log_file);
+    for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
+    options.item_timeout = seconds_ms(config_.item_timeout);
+    for (int i = have; i < archivers; ++i) {
+      auto consumer = std::make_unique<Consumer>(
+          next_consumer_index_++, options, launcher_, batch_queue_, *reporter_, [this] {
+            const std::uint64_t one = 1;
+            [[maybe_unused]] auto r = ::write(wake_fd_.get(), &one, sizeof one);
+          });
+      consumer->start();
+      consumers_.push_back(std::move(consumer));
+    }
+  } else if (archivers < have) {
+    // Idle consumers leave first; a busy one finishes its item before leaving.
+    std::stable_partition(active.begin(), active.end(), [](Consumer* c) { return !c->busy(); });
+    for (int i = 0; i < have - archivers; ++i) active[static_cast<std::size_t>(i)]->retire();
+  }
+  if (archivers != have) spdlog::info("archivers: {} -> {}", have, archivers);
+  wanted_archivers_ = archivers;
+}
+
+void Scheduler::reap_finished_consumers() {
+  std::erase_if(consumers_, [](const std::unique_ptr<Consumer>& c) {
+    if (!c->finished()) return false;
+    c->join();
+    return true;
+  });
+}
+
+bool Scheduler::drain() {
+  const auto low_water = static_cast<std::size_t>(config_.batch_size);
+  bool exhausted = false;
+  while (true) {
+    if (!handle_pending_signals(true)) return false;
+    int busy = 0;
+    for (const auto& c : consumers_) busy += c->busy() ? 1 : 0;
+    int high = busy_high_water_.load();
+    while (busy > high && !busy_high_water_.compare_exchange_weak(high, busy)) {
+    }
+
+    if (!exhausted && batch_queue_.size() <= low_water) {
+      try {
+        auto batch = queue().claim({scheduler_id_, config_.batch_size, strategy_, config_.lease_time});
+        // A short batch means nothing more was claimable at that instant.
+        exhausted = batch.size() < static_cast<std::size_t>(config_.batch_size);
+        if (!batch.empty()) {
+          reporter_->hold(batch);
+          batch_queue_.push(std::move(batch));
+        }
+      } catch (const db::DbError& e) {
+        reconnect_after(e);
+      }
+      continue;
+    }
+    if (exhausted && batch_queue_.idle()) {
+      if (!reporter_->flush(std::chrono::milliseconds(200))) continue;  // database away
+      // The last look: anything claimable now is ours to do before READY.
+      try {
+        if (queue().has_claimable()) {
+          exhausted = false;
+          continue;
+        }
+      } catch (const db::DbError& e) {
+        reconnect_after(e);
+        continue;
+      }
+      test_pause_before_ready();
+      return send_ready();
+    }
+    wait_for_event(std::chrono::milliseconds(100));
+  }
+}
+
+bool Scheduler::send_ready() {
+  static constexpr char kReady[] = "READY\n";
+  std::size_t done = 0;
+  while (done < sizeof kReady - 1) {
+    const ssize_t n = ::write(ready_fd_, kReady + done, sizeof kReady - 1 - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      spdlog::warn("cannot write READY ({}): stopping", std::strerror(errno));
+      stop_requested_ = true;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void Scheduler::stop() {
+  spdlog::info("stopping: returning unstarted items, letting consumers finish");
+  // Items still in the batch queue were never started: back to NEW.
+  std::vector<std::int64_t> unstarted;
+  for (const auto& item : batch_queue_.take_all()) unstarted.push_back(item.id);
+  batch_queue_.close();
+  for (auto& c : consumers_) c->retire();
+  if (!unstarted.empty()) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      try {
+        const auto n = queue().release(scheduler_id_, unstarted);
+        spdlog::info("returned {} unstarted items to NEW", n);
+        reporter_->unhold(unstarted);
+        break;
+      } catch (const db::DbError& e) {
+        reconnect_after(e);
+      }
+    }
+  }
+  for (auto& c : consumers_) c->join();
+  consumers_.clear();
+  reporter_->stop(std::chrono::seconds(30));
+  spdlog::info("scheduler {} stopped", scheduler_id_);
+}
+
+}  // namespace tw::scheduler

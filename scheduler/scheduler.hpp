@@ -1,0 +1,88 @@
+// The scheduler's main loop (DESIGN.md, "The monitor ↔ scheduler handshake"): reads READY,
+// STOP and ARCHIVERS n from its signal pipe; on READY claims NEW items in batches into the
+// batch queue (refilling it before it runs dry) while consumer threads feed them to their
+// archivers; writes READY once nothing is claimable, the batch queue is drained, every
+// consumer is idle and every result is written. STOP (or EOF) returns unstarted items to
+// NEW, lets each consumer finish its item, flushes results, stops the archivers.
+// A Scheduler is driven by the one thread that calls run().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+#include "common/fd.hpp"
+#include "common/process.hpp"
+#include "db/queue.hpp"
+#include "scheduler/batch_queue.hpp"
+#include "scheduler/consumer.hpp"
+#include "scheduler/reporter.hpp"
+
+namespace tw::scheduler {
+
+class Scheduler {
+ public:
+  Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  ~Scheduler();
+
+  // Runs until STOP or EOF; returns the process exit code. Throws db::DbError when the
+  // database cannot be reached at start.
+  int run();
+
+ private:
+  enum class Signal { Ready, Stop, Archivers };
+  struct SignalLine {
+    Signal signal;
+    int archivers = 0;
+  };
+
+  bool drain();  // false when told to stop
+  bool handle_pending_signals(bool draining);
+  void wait_for_event(std::chrono::milliseconds timeout);
+  void read_signals();
+  bool send_ready();
+  void resize(int archivers);
+  void reap_finished_consumers();
+  void stop();
+  db::SchedulerStats stats() const;
+  void publish_stats();
+  db::Queue& queue();
+  void reconnect_after(const db::DbError& error);
+
+  // Constant after construction.
+  const Config config_;
+  const std::shared_ptr<Launcher> launcher_;
+  const int signal_fd_;
+  const int ready_fd_;
+  const db::Strategy strategy_;
+  UniqueFd wake_fd_;  // eventfd the consumers poke
+
+  // Main thread only.
+  std::unique_ptr<db::Connection> conn_;
+  std::unique_ptr<db::Queue> queue_;
+  std::int64_t scheduler_id_ = 0;
+  std::string input_;
+  std::deque<SignalLine> signals_;
+  bool input_closed_ = false;
+  bool stop_requested_ = false;
+  std::chrono::milliseconds db_backoff_{100};
+  int next_consumer_index_ = 0;
+  int wanted_archivers_ = 0;
+  std::vector<std::unique_ptr<Consumer>> consumers_;
+
+  BatchQueue batch_queue_;
+  std::unique_ptr<Reporter> reporter_;
+  std::atomic<int> busy_high_water_{0};
+
+  std::mutex stats_mutex_;
+  db::SchedulerStats published_stats_ GUARDED_BY(stats_mutex_);
+};
+
+}  // namespace tw::scheduler

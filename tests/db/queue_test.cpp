@@ -1,0 +1,186 @@
+#include "db/queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "common/escape.hpp"
+#include "support/test_support.hpp"
+
+namespace tw::db {
+namespace {
+
+std::vector<NewItem> items(int n, const std::string& prefix = "/src/f") {
+  std::vector<NewItem> out;
+  for (int i = 0; i < n; ++i) out.push_back({Op::Update, prefix + std::to_string(i), "", "/src", 0, 4096, 1.7e9});
+  return out;
+}
+
+class QueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TW_REQUIRE_DATABASE();
+    db_ = std::make_unique<test::TestDatabase>();
+    conn_ = std::make_unique<Connection>(db_->conninfo());
+    queue_ = std::make_unique<Queue>(*conn_);
+    sid_ = queue_->register_scheduler("test-host", 1, "fifo", 10, 1);
+  }
+  std::unique_ptr<test::TestDatabase> db_;
+  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<Queue> queue_;
+  std::int64_t sid_ = 0;
+};
+
+TEST_F(QueueTest, EnqueueKeepsOrderAndAnyEscapedPath) {
+  std::vector<NewItem> batch = items(3);
+  const std::string raw("/src/we\tird\n%\xFF name", 18);
+  batch.push_back({Op::Move, escape_bytes(raw), escape_bytes(raw + "-moved"), "/src", 0, {}, {}});
+  const auto ids = queue_->enqueue(batch);
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  const auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 60});
+  ASSERT_EQ(claimed.size(), 4u);
+  EXPECT_EQ(claimed[3].op, Op::Move);
+  EXPECT_EQ(unescape_bytes(claimed[3].path), raw);
+  EXPECT_EQ(unescape_bytes(claimed[3].dest_path), raw + "-moved");
+  EXPECT_EQ(db_->count("SELECT count(*) FROM timewarp.batches WHERE size = 4"), 1);
+}
+
+TEST_F(QueueTest, ClaimUsesThePartialIndex) {
+  queue_->enqueue(items(2000));
+  conn_->exec("ANALYZE timewarp.items");
+  conn_->exec("SET enable_seqscan = off");
+  auto plan = conn_->exec(
+      "EXPLAIN SELECT id FROM timewarp.items WHERE status = 'NEW' AND not_before <= now() "
+      "ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED");
+  std::string text;
+  for (int r = 0; r < plan.rows(); ++r) text += std::string(plan.text(r, 0)) + "\n";
+  EXPECT_NE(text.find("items_claim_fifo"), std::string::npos) << text;
+}
+
+TEST_F(QueueTest, StrategiesOrderTheClaims) {
+  auto batch = items(4);
+  batch[1].priority = 5;
+  batch[3].priority = 9;
+  const auto ids = queue_->enqueue(batch);
+  auto lifo = queue_->claim({sid_, 1, Strategy::Lifo, 60});
+  ASSERT_EQ(lifo.size(), 1u);
+  EXPECT_EQ(lifo[0].id, ids[3]);
+  auto priority = queue_->claim({sid_, 2, Strategy::Priority, 60});
+  ASSERT_EQ(priority.size(), 2u);
+  EXPECT_EQ(priority[0].id, ids[1]);  // 9 was taken by lifo; 5 is next
+  EXPECT_EQ(priority[1].id, ids[0]);
+}
+
+TEST_F(QueueTest, CompleteOnlyFromTheLeaseHolder) {
+  const auto ids = queue_->enqueue(items(2));
+  const auto other = queue_->register_scheduler("other-host", 2, "fifo", 10, 1);
+  const auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 60});
+  ASSERT_EQ(claimed.size(), 2u);
+  std::vector<Completion> done{{ids[0], 100, 5, 1.7e9, 1.7e9 + 1, {}}};
+  EXPECT_EQ(queue_->complete(other, done), 0);  // not the holder
+  EXPECT_EQ(queue_->complete(sid_, done), 1);
+  EXPECT_EQ(queue_->complete(sid_, done), 0);   // not twice
+  EXPECT_EQ(db_->scalar("SELECT status || ' ' || archive_bytes FROM timewarp.items WHERE id = " +
+                        std::to_string(ids[0])),
+            "COMPLETED 100");
+}
+
+TEST_F(QueueTest, RetryBacksOffUntilMaxAttemptsThenFails) {
+  const auto ids = queue_->enqueue(items(1));
+  const RetryPolicy policy{3, 0.0, 0.0};  // no delay: claimable again at once
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    const auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 60});
+    ASSERT_EQ(claimed.size(), 1u) << "attempt " << attempt;
+    const auto outcome = queue_->fail(sid_, std::vector<Failure>{{ids[0], false, "busy", 0, 0}}, policy);
+    EXPECT_EQ(outcome.retried, attempt < 3 ? 1 : 0);
+    EXPECT_EQ(outcome.failed, attempt < 3 ? 0 : 1);
+  }
+  EXPECT_EQ(db_->scalar("SELECT status || ' ' || attempts || ' ' || last_error FROM timewarp.items"),
+            "FAILED 3 busy");
+}
+
+TEST_F(QueueTest, RetryDelayGrowsAndHoldsTheItemBack) {
+  queue_->enqueue(items(1));
+  const RetryPolicy policy{10, 100.0, 1000.0};
+  auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 60});
+  queue_->fail(sid_, std::vector<Failure>{{claimed[0].id, false, "busy", 0, 0}}, policy);
+  EXPECT_TRUE(queue_->claim({sid_, 10, Strategy::Fifo, 60}).empty());
+  const double delay = std::stod(db_->scalar(
+      "SELECT extract(epoch FROM not_before - now()) FROM timewarp.items"));
+  EXPECT_GT(delay, 45.0);   // base 100 s, jitter keeps at least half
+  EXPECT_LE(delay, 100.0);
+  const auto counts = queue_->counts();
+  EXPECT_EQ(counts.delayed, 1);
+  EXPECT_EQ(counts.claimable, 0);
+  ASSERT_TRUE(counts.next_retry_in.has_value());
+}
+
+TEST_F(QueueTest, PermanentFailureFailsAtOnce) {
+  queue_->enqueue(items(1));
+  auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 60});
+  auto outcome = queue_->fail(sid_, std::vector<Failure>{{claimed[0].id, true, "denied", 0, 0}}, {});
+  EXPECT_EQ(outcome.failed, 1);
+  EXPECT_EQ(db_->scalar("SELECT status FROM timewarp.items"), "FAILED");
+}
+
+TEST_F(QueueTest, ReleaseAndLeaseRecovery) {
+  queue_->enqueue(items(3));
+  auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 0.001});
+  ASSERT_EQ(claimed.size(), 3u);
+  EXPECT_EQ(queue_->release(sid_, std::vector<std::int64_t>{claimed[0].id}), 1);
+  ASSERT_TRUE(test::wait_until([&] {
+    return db_->count("SELECT count(*) FROM timewarp.items WHERE lease_until < now()") == 2;
+  }, std::chrono::seconds(5)));
+  EXPECT_EQ(queue_->recover_expired_leases(5), 2);
+  const auto counts = queue_->counts();
+  EXPECT_EQ(counts.claimable, 3);
+  EXPECT_EQ(db_->count("SELECT sum(attempts) FROM timewarp.items"), 2);  // released one is not an attempt
+}
+
+// Two claimers hammer one database concurrently: every item goes to exactly one of them.
+TEST_F(QueueTest, TwoClaimersNeverReceiveTheSameItem) {
+  constexpr int kItems = 6000;
+  queue_->enqueue(items(kItems));
+  const auto other = queue_->register_scheduler("other-host", 2, "fifo", 10, 1);
+  std::vector<std::int64_t> got[2];
+  auto claimer = [&](int who, std::int64_t sid) {
+    Connection conn(db_->conninfo());
+    Queue q(conn);
+    while (true) {
+      auto batch = q.claim({sid, 37, Strategy::Fifo, 60});
+      if (batch.empty()) {
+        if (!q.has_claimable()) break;
+        continue;
+      }
+      for (const auto& item : batch) got[who].push_back(item.id);
+    }
+  };
+  std::thread a(claimer, 0, sid_);
+  std::thread b(claimer, 1, other);
+  a.join();
+  b.join();
+  EXPECT_GT(got[0].size(), 0u);
+  EXPECT_GT(got[1].size(), 0u);
+  std::set<std::int64_t> all(got[0].begin(), got[0].end());
+  for (const auto id : got[1]) EXPECT_TRUE(all.insert(id).second) << "item " << id << " claimed twice";
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kItems));
+  EXPECT_EQ(db_->count("SELECT count(*) FROM timewarp.items WHERE status = 'DISPATCHED'"), kItems);
+}
+
+TEST_F(QueueTest, StatusViewAnswersHowFarBehind) {
+  queue_->enqueue(items(5));
+  auto claimed = queue_->claim({sid_, 2, Strategy::Fifo, 60});
+  queue_->complete(sid_, std::vector<Completion>{{claimed[0].id, 1, 1, 1.7e9, 1.7e9, {}}});
+  queue_->fail(sid_, std::vector<Failure>{{claimed[1].id, true, "denied", 1.7e9, 1.7e9}}, {});
+  const auto c = queue_->counts();
+  EXPECT_EQ(c.claimable, 3);
+  EXPECT_EQ(c.completed, 1);
+  EXPECT_EQ(c.failed, 1);
+  EXPECT_TRUE(c.oldest_claimable_age.has_value());
+}
+
+}  // namespace
+}  // namespace tw::db

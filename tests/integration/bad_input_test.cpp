@@ -1,0 +1,62 @@
+// Bad input gets a clear message, a non-zero exit and loses nothing.
+#include <gtest/gtest.h>
+
+#include "support/test_support.hpp"
+
+namespace tw {
+namespace {
+
+TEST(BadInput, UnknownConfigKeyIsNamedBeforeAnythingStarts) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  test::write_file(dir / "tw.toml", "backup_root = \"/tmp/x\"\narchivrs = 3\n");
+  // A fresh database with no schema: if the monitor started anything, it would migrate.
+  db.connect().exec("DROP SCHEMA timewarp CASCADE");
+  std::string out;
+  const int code = test::run_command(
+      {"/bin/sh", "-c", "\"$0\" --config \"$1\" --database \"$2\" 2>&1", test::monitor_exe(),
+       (dir / "tw.toml").string(), db.conninfo()}, &out);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("archivrs"), std::string::npos) << out;
+  EXPECT_EQ(db.scalar("SELECT count(*) FROM pg_namespace WHERE nspname = 'timewarp'"), "0");
+}
+
+TEST(BadInput, BadValueNamesKeyValueAndWhatIsAllowed) {
+  std::string out;
+  const int code = test::run_command(
+      {"/bin/sh", "-c", "\"$0\" --backup-root /tmp/x --batch-size 0 2>&1", test::monitor_exe()}, &out);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--batch-size"), std::string::npos) << out;
+  EXPECT_NE(out.find("0"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 to 100000"), std::string::npos) << out;
+}
+
+TEST(BadInput, UnreachableDatabaseNamesTheHostNotThePassword) {
+  std::string out;
+  const int code = test::run_command(
+      {"/bin/sh", "-c", "\"$0\" --backup-root /tmp/x --database \"$1\" 2>&1", test::monitor_exe(),
+       "host=127.0.0.1 port=1 user=ann password=sw0rdfish dbname=tw connect_timeout=5"}, &out);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("host=127.0.0.1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("sw0rdfish"), std::string::npos) << out;
+}
+
+TEST(BadInput, EnqueueOfAMissingPathSaysSoAndEnqueuesNothingForIt) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  test::write_file(dir / "present", "x");
+  std::string out;
+  const int code = test::run_command(
+      {"/bin/sh", "-c", "\"$0\" --database \"$1\" enqueue \"$2\" \"$3\" 2>&1", test::cli_exe(),
+       db.conninfo(), (dir / "missing").string(), (dir / "present").string()}, &out);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("missing"), std::string::npos) << out;
+  EXPECT_NE(out.find("No such file"), std::string::npos) << out;
+  EXPECT_EQ(db.count("SELECT count(*) FROM timewarp.items"), 1);
+  EXPECT_EQ(db.scalar("SELECT path FROM timewarp.items"), (dir / "present").string());
+}
+
+}  // namespace
+}  // namespace tw

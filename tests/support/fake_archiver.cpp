@@ -1,0 +1,62 @@
+// A fault-injecting archiver for scheduler tests. It speaks the real line protocol and
+// acts on words in the request's path: "crash" exits without answering, "hang" never
+// answers, "garbage" answers a malformed line, "retry" answers FAILED RETRY, "permanent"
+// FAILED PERMANENT, "vanished" the vanished answer; anything else COMPLETE. Every request it
+// finishes is appended to --record FILE, so tests can count how often an item ran.
+// With --delay-ms N it spends N ms on each item.
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "common/config.hpp"
+#include "common/protocol.hpp"
+
+int main(int argc, char** argv) {
+  std::signal(SIGINT, SIG_IGN);
+  tw::Config config;
+  std::string record;
+  int delay_ms = 0;
+  CLI::App app{"fake archiver"};
+  tw::add_config_options(app, config);
+  app.add_option("--record", record);
+  app.add_option("--delay-ms", delay_ms);
+  app.add_flag("--null");
+  if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
+
+  std::FILE* log = record.empty() ? nullptr : std::fopen(record.c_str(), "a");
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    auto parsed = tw::parse_request(line);
+    if (auto* error = std::get_if<tw::RequestParseError>(&parsed)) {
+      tw::Response r{error->id, tw::Outcome::FailedPermanent, 0, 0, error->message};
+      std::cout << tw::format_response(r) << std::endl;
+      continue;
+    }
+    const auto& request = std::get<tw::Request>(parsed);
+    const auto has = [&](const char* word) { return request.path.find(word) != std::string::npos; };
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    if (has("crash")) ::_exit(3);
+    if (has("hang")) {
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (has("garbage")) {
+      std::cout << "this is not a response" << std::endl;
+      continue;
+    }
+    tw::Response r{request.id, tw::Outcome::Complete, 0, 0, {}};
+    if (has("retry")) r = {request.id, tw::Outcome::FailedRetry, 0, 0, "file busy"};
+    if (has("permanent")) r = {request.id, tw::Outcome::FailedPermanent, 0, 0, "permission denied"};
+    if (has("vanished")) r = {request.id, tw::Outcome::FailedPermanent, 0, 0, "vanished: no such file"};
+    if (log) {
+      std::fprintf(log, "%lld\n", static_cast<long long>(request.id));
+      std::fflush(log);
+    }
+    std::cout << tw::format_response(r) << std::endl;
+  }
+  return 0;
+}
