@@ -1,5 +1,6 @@
 #include "common/config.hpp"
 
+#include <cstdlib>
 #include <iostream>
 #include <string_view>
 
@@ -99,9 +100,41 @@ void add_config_options(CLI::App& app, Config& c) {
       ->allow_extra_args(false);
 }
 
+namespace {
+
+bool given_on_command_line(const CLI::Option& option, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    for (const auto& name : option.get_lnames()) {
+      const std::string flag = "--" + name;
+      if (arg == flag || (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
+                          arg[flag.size()] == '=')) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
-    app.parse(argc, argv);
+    // Precedence is flags, then environment, then file. CLI11 reads the file before the
+    // environment, so an environment value is handed to it as a flag unless the command
+    // line already sets that key.
+    std::vector<std::string> args(argv, argv + argc);
+    for (const CLI::Option* option : app.get_options()) {
+      const std::string& env = option->get_envname();
+      const char* value = env.empty() ? nullptr : std::getenv(env.c_str());
+      if (value == nullptr || *value == '\0' || option->get_lnames().empty()) continue;
+      if (given_on_command_line(*option, argc, argv)) continue;
+      args.insert(args.begin() + 1, fmt::format("--{}={}", option->get_lnames().front(), value));
+    }
+    std::vector<char*> pointers;
+    for (auto& arg : args) pointers.push_back(arg.data());
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
     return -1;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -118,7 +151,7 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << app.get_name() << ": " << e.what() << "\n";
-    return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
+    return 2;
   }
 }
 

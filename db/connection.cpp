@@ -85,8 +85,11 @@ PgResult Connection::exec(const std::string& sql, const std::vector<Param>& para
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* raw = PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()), nullptr,
-                               values.data(), nullptr, nullptr, 0);
+  // Without parameters, PQexec allows several statements (migrations need that).
+  PGresult* raw = params.empty()
+                      ? PQexec(conn_.get(), sql.c_str())
+                      : PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()),
+                                     nullptr, values.data(), nullptr, nullptr, 0);
   PgResult result(raw);
   const auto status = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;

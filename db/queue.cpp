@@ -99,7 +99,7 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
                   dispatched_at = now(), lease_until = now() + make_interval(secs => $3)
              FROM candidates c
             WHERE i.id = c.id
-        RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id),
+        RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id, i.priority),
          audit AS (
            INSERT INTO timewarp.batches (id, scheduler_id, strategy, requested, size)
            SELECT (SELECT id FROM batch), $1, $4, $2, count(*) FROM claimed HAVING count(*) > 0)

@@ -1,0 +1,154 @@
+// bench/drain: how fast the whole scheduler path drains the master queue, beside the
+// database's own bound measured in the same run.
+//
+//   (a) scheduler: N NEW items; timewarp-scheduler driven directly over its signal pipe
+//       (no monitor), with `timewarp-archiver --null` children; from READY sent to READY
+//       received, every item COMPLETED.
+//   (b) bare SQL: the same claim and complete statements (db::Queue) issued in a loop by
+//       one connection, no processes.
+//
+// Also prints the scheduler's peak resident memory (VmHWM) during the drain.
+// Usage: timewarp-bench-drain [--admin CONNINFO] [--items N] [--archivers N]
+//                             [--batch-size N] [--rounds N]
+// CONNINFO defaults to TIMEWARP_TEST_DATABASE; a scratch database is created and dropped.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "common/process.hpp"
+#include "db/connection.hpp"
+#include "db/migrations.hpp"
+#include "db/queue.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void fill(tw::db::Connection& conn, int n) {
+  conn.exec("TRUNCATE timewarp.items, timewarp.batches, timewarp.schedulers");
+  conn.query(
+      "INSERT INTO timewarp.items (op, path, source_root) "
+      "SELECT 'UPDATE', '/bench/src/file' || g, '/bench/src' FROM generate_series(1, $1) g",
+      n);
+  conn.exec("VACUUM ANALYZE timewarp.items");
+}
+
+double bare_sql(tw::db::Connection& conn, int n, int batch_size) {
+  fill(conn, n);
+  tw::db::Queue q(conn);
+  const auto sid = q.register_scheduler("bench", static_cast<int>(::getpid()), "fifo", batch_size, 0);
+  const auto start = Clock::now();
+  std::int64_t done = 0;
+  while (true) {
+    const auto batch = q.claim({sid, batch_size, tw::db::Strategy::Fifo, 60});
+    if (batch.empty()) break;
+    std::vector<tw::db::Completion> completions;
+    completions.reserve(batch.size());
+    const double now = 1.7e9;
+    for (const auto& item : batch) completions.push_back({item.id, 0, 0, now, now, {}});
+    done += q.complete(sid, completions);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (done != n) throw std::runtime_error(fmt::format("bare SQL completed {} of {}", done, n));
+  return n / seconds;
+}
+
+long peak_rss_kib(pid_t pid) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+struct SchedulerRun {
+  double rate = 0;
+  long peak_rss_kib = -1;
+};
+
+SchedulerRun scheduler(tw::db::Connection& conn, const std::string& conninfo, int n, int archivers,
+                       int batch_size) {
+  fill(conn, n);
+  auto launcher = tw::make_process_launcher();
+  tw::LaunchSpec spec{TW_SCHEDULER_EXE,
+                      {"--backup-root=/nonexistent-bench-root", "--archiver-exe=" TW_ARCHIVER_EXE,
+                       "--archiver-arg=--null", fmt::format("--archivers={}", archivers),
+                       fmt::format("--batch-size={}", batch_size), "--log-level=warn"},
+                      {{"TIMEWARP_DATABASE", conninfo}}};
+  auto child = launcher->launch(spec);
+  // Let the archivers start before the clock does: the figure is the steady-state drain.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  child->write_line("READY");
+  std::string line;
+  if (child->read_line(line, std::chrono::minutes(10)) != tw::ChildProcess::ReadStatus::Line ||
+      line != "READY") {
+    throw std::runtime_error("the scheduler did not answer READY");
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  SchedulerRun run;
+  run.peak_rss_kib = peak_rss_kib(child->pid());
+  child->write_line("STOP");
+  child->wait_exit(std::chrono::seconds(30));
+  auto left = conn.exec("SELECT count(*) FROM timewarp.items WHERE status <> 'COMPLETED'");
+  if (left.int64(0, 0) != 0) {
+    throw std::runtime_error(fmt::format("{} items not COMPLETED after READY", left.int64(0, 0)));
+  }
+  run.rate = n / seconds;
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string admin = std::getenv("TIMEWARP_TEST_DATABASE") ? std::getenv("TIMEWARP_TEST_DATABASE") : "";
+  int items = 100000, archivers = 2, batch_size = 1000, rounds = 1;
+  CLI::App app{"timewarp-bench-drain: scheduler drain rate vs the bare SQL loop"};
+  app.add_option("--admin", admin, "maintenance connection string (a scratch database is made)");
+  app.add_option("--items", items)->check(CLI::Range(1, 100000000));
+  app.add_option("--archivers", archivers)->check(CLI::Range(1, 256));
+  app.add_option("--batch-size", batch_size)->check(CLI::Range(1, 100000));
+  app.add_option("--rounds", rounds)->check(CLI::Range(1, 100));
+  CLI11_PARSE(app, argc, argv);
+  if (admin.empty()) {
+    std::cerr << "bench/drain: give --admin CONNINFO or set TIMEWARP_TEST_DATABASE\n";
+    return 2;
+  }
+  const std::string name = fmt::format("tw_bench_drain_{}", ::getpid());
+  try {
+    tw::db::Connection root(admin);
+    root.exec("CREATE DATABASE " + name);
+    const std::string conninfo = admin + " dbname=" + name;
+    int status = 0;
+    try {
+      tw::db::Connection conn(conninfo);
+      tw::db::migrate(conn);
+      fmt::print("bench/drain: {} items, {} null archivers, batch size {}, {} cores\n", items,
+                 archivers, batch_size, std::thread::hardware_concurrency());
+      for (int r = 1; r <= rounds; ++r) {
+        const double sql = bare_sql(conn, items, batch_size);
+        const auto run = scheduler(conn, conninfo, items, archivers, batch_size);
+        fmt::print("round {}: scheduler {:>9.0f} items/s | bare SQL loop {:>9.0f} items/s | "
+                   "ratio {:.2f} | scheduler peak RSS {:.1f} MiB\n",
+                   r, run.rate, sql, run.rate / sql, run.peak_rss_kib / 1024.0);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "bench/drain: " << e.what() << "\n";
+      status = 1;
+    }
+    root.exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    return status;
+  } catch (const std::exception& e) {
+    std::cerr << "bench/drain: " << e.what() << "\n";
+    return 1;
+  }
+}
