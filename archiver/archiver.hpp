@@ -1,0 +1,29 @@
+// The archiver's side of the line protocol (DESIGN.md, "The scheduler <-> archiver
+// interface"): turns one request line into one response, against a Store or, in --null
+// mode, against nothing. One RequestHandler belongs to one thread at a time.
+#pragma once
+
+#include <string_view>
+
+#include "archiver/store.hpp"
+#include "common/protocol.hpp"
+
+namespace tw::archive {
+
+class RequestHandler {
+ public:
+  // `store` may be null: every well-formed request is then answered COMPLETE 0 0.
+  explicit RequestHandler(Store* store) : store_(store) {}
+
+  // Parses and handles one line (without its newline). Never throws for bad input: a
+  // malformed line is answered FAILED PERMANENT naming what was wrong.
+  Response handle_line(std::string_view line);
+  // Handles a parsed request. COMPLETE responses carry the bytes added to the archive
+  // and the CPU time (user + system, microseconds) the request used.
+  Response handle(const Request& request);
+
+ private:
+  Store* store_;
+};
+
+}  // namespace tw::archive

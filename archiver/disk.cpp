@@ -1,0 +1,197 @@
+#include "archiver/disk.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/escape.hpp"
+
+namespace tw::archive {
+
+std::string shown(std::string_view raw_path) { return escape_bytes(raw_path); }
+
+Fault errno_fault(int err, Side side, std::string_view what) {
+  const std::string text = fmt::format("{}: {}", what, std::strerror(err));
+  if (side == Side::Archive) return retry(fmt::format("archive: {}", text));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return permanent(fmt::format("vanished: {}", text));
+    case ENOSPC:
+    case EIO:
+    case EAGAIN:
+    case EBUSY:
+    case EINTR:
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case ETXTBSY:
+    case ESTALE:
+    case ENOLCK:
+    case ETIMEDOUT:
+    case EDQUOT:
+      return retry(text);
+    default:
+      return permanent(text);
+  }
+}
+
+int write_all(int fd, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+long read_some(int fd, void* data, std::size_t size) {
+  while (true) {
+    const ssize_t n = ::read(fd, data, size);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+Expected<std::string> read_small_file(const std::string& path, std::size_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown(path)));
+  std::string data;
+  char buffer[64 * 1024];
+  while (true) {
+    const long n = read_some(fd.get(), buffer, sizeof buffer);
+    if (n < 0) {
+      return errno_fault(static_cast<int>(-n), Side::Archive,
+                         fmt::format("reading {}", shown(path)));
+    }
+    if (n == 0) return data;
+    data.append(buffer, static_cast<std::size_t>(n));
+    if (data.size() > limit) return retry(fmt::format("archive: {} is too large", shown(path)));
+  }
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+DiskWriter::DiskWriter(std::string root, StepHook step_hook)
+    : root_(std::move(root)), step_hook_(std::move(step_hook)) {}
+
+void DiskWriter::step(std::string_view name) const {
+  if (step_hook_) step_hook_(name);
+}
+
+Expected<UniqueFd> DiskWriter::create_temp(std::string& temp_path) {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  step("create-temp");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temp_path = fmt::format("{}/tmp/{}-{}-{:016x}.tmp", root_, ::getpid(), ++counter_, random());
+    UniqueFd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (fd) return fd;
+    if (errno != EEXIST) {
+      return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown(temp_path)));
+    }
+  }
+  return retry("archive: cannot find a free temporary file name");
+}
+
+Done DiskWriter::commit(int fd, const std::string& temp_path, const std::string& final_path) {
+  step("fsync-temp");
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::unlink(temp_path.c_str());
+    return errno_fault(err, Side::Archive, fmt::format("syncing {}", shown(temp_path)));
+  }
+  step("rename");
+  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp_path.c_str());
+    return errno_fault(err, Side::Archive, fmt::format("renaming to {}", shown(final_path)));
+  }
+  return sync_dir(dir_of(final_path));
+}
+
+Expected<std::uint64_t> DiskWriter::write_file(const std::string& final_path,
+                                               std::string_view data) {
+  std::string temp;
+  auto fd = create_temp(temp);
+  if (!fd) return fd.fault();
+  step("write-temp");
+  if (const int err = write_all(fd->get(), data.data(), data.size()); err != 0) {
+    ::unlink(temp.c_str());
+    return errno_fault(err, Side::Archive, fmt::format("writing {}", shown(temp)));
+  }
+  if (auto done = commit(fd->get(), temp, final_path); !done) return done.fault();
+  return static_cast<std::uint64_t>(data.size());
+}
+
+Done DiskWriter::make_dir(const std::string& path) {
+  step("mkdir");
+  if (::mkdir(path.c_str(), 0755) != 0) {
+    if (errno == EEXIST) return Ok{};
+    return errno_fault(errno, Side::Archive, fmt::format("creating directory {}", shown(path)));
+  }
+  return sync_dir(dir_of(path));
+}
+
+Done DiskWriter::make_marker(const std::string& path) {
+  step("marker");
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) {
+    if (errno == EEXIST) return Ok{};
+    return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown(path)));
+  }
+  return sync_dir(dir_of(path));
+}
+
+Done DiskWriter::sync_dir(const std::string& dir) const {
+  step("fsync-dir");
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0) {
+    return errno_fault(errno, Side::Archive, fmt::format("syncing directory {}", shown(dir)));
+  }
+  return Ok{};
+}
+
+void DiskWriter::remove_stale_temps() const {
+  const std::string dir = root_ + "/tmp";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    long pid = 0;
+    if (std::sscanf(name.c_str(), "%ld-", &pid) != 1 || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
+    const std::string path = dir + "/" + name;
+    if (::unlink(path.c_str()) == 0) {
+      spdlog::debug("removed stale temporary file {}", shown(path));
+    }
+  }
+  ::closedir(d);
+}
+
+}  // namespace tw::archive

@@ -1,0 +1,65 @@
+// Crash-safe writes under the backup root: every file is written to a temporary file in
+// <root>/tmp, fsynced, renamed into place and its directory fsynced; new directories are
+// fsynced into their parents. Internal to the archive library. One DiskWriter belongs to
+// one thread at a time; several writers (threads or processes) may share one root.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "archiver/fault.hpp"
+#include "common/fd.hpp"
+
+namespace tw::archive {
+
+// Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
+int write_all(int fd, const void* data, std::size_t size);
+// Reads up to `size` bytes, retrying EINTR. Returns the count, or -errno.
+long read_some(int fd, void* data, std::size_t size);
+// The whole content of a small file, or an errno.
+Expected<std::string> read_small_file(const std::string& path, std::size_t limit = 64 << 20);
+// True when lstat finds something at `path`.
+bool path_exists(const std::string& path);
+
+class DiskWriter {
+ public:
+  using StepHook = std::function<void(std::string_view step)>;
+
+  DiskWriter(std::string root, StepHook step_hook);
+  DiskWriter(const DiskWriter&) = delete;
+  DiskWriter& operator=(const DiskWriter&) = delete;
+
+  const std::string& root() const { return root_; }
+  // Called before every durable step (tests use it to crash at a chosen point).
+  void step(std::string_view name) const;
+
+  // A new empty temporary file under <root>/tmp; its path is stored in `temp_path`.
+  Expected<UniqueFd> create_temp(std::string& temp_path);
+  // fsyncs `fd`, renames `temp_path` to `final_path` and fsyncs the final directory.
+  Done commit(int fd, const std::string& temp_path, const std::string& final_path);
+  // Atomically replaces `final_path` with `data`. Returns the bytes written.
+  Expected<std::uint64_t> write_file(const std::string& final_path, std::string_view data);
+  // Creates directory `path` (its parent must exist) and fsyncs the parent; fine if present.
+  Done make_dir(const std::string& path);
+  // Creates an empty file (a marker) if absent, and fsyncs its directory when it was new.
+  Done make_marker(const std::string& path);
+  Done sync_dir(const std::string& dir) const;
+
+  // Removes temporary files left in <root>/tmp by processes that no longer run.
+  void remove_stale_temps() const;
+
+ private:
+  std::string root_;
+  StepHook step_hook_;
+  std::uint64_t counter_ = 0;
+};
+
+// The directory part of a path inside the archive ("a/b/c" -> "a/b").
+std::string dir_of(const std::string& path);
+
+}  // namespace tw::archive

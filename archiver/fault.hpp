@@ -1,0 +1,61 @@
+// Failures of archive operations as values: each carries the protocol outcome it maps to
+// (FAILED RETRY or FAILED PERMANENT) and a one-line message. Internal to the archive
+// library. Plain values, safe from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "common/protocol.hpp"
+#include "common/result.hpp"
+
+namespace tw::archive {
+
+struct Fault {
+  Outcome outcome = Outcome::FailedRetry;
+  std::string message;  // valid UTF-8: paths in it are escaped
+};
+
+inline Fault retry(std::string message) { return {Outcome::FailedRetry, std::move(message)}; }
+inline Fault permanent(std::string message) {
+  return {Outcome::FailedPermanent, std::move(message)};
+}
+
+template <class T>
+class [[nodiscard]] Expected {
+ public:
+  Expected(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Expected(Fault fault) : v_(std::move(fault)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  const Fault& fault() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Fault> v_;
+};
+
+using Done = Expected<Ok>;
+
+// Which side of the copy an errno came from: the file being archived, or the archive.
+enum class Side { Source, Archive };
+
+// Maps an errno to an outcome. Source side: ENOENT/ENOTDIR give PERMANENT with a message
+// starting "vanished:"; EACCES/EPERM and anything not transient give PERMANENT; ENOSPC,
+// EIO, EAGAIN, EBUSY and other transient errors give RETRY. Archive side: always RETRY
+// (the item is fine, the archive is not). `what` names the action and escaped path.
+Fault errno_fault(int err, Side side, std::string_view what);
+
+// The escaped form of a raw path, for messages and logs.
+std::string shown(std::string_view raw_path);
+
+}  // namespace tw::archive

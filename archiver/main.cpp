@@ -1,0 +1,179 @@
+// timewarp-archiver: reads request lines on stdin, archives each item into the backup
+// root, and writes one response line per request on stdout (DESIGN.md, "The scheduler <->
+// archiver interface"). Logs go to stderr only.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "archiver/archiver.hpp"
+#include "archiver/disk.hpp"
+#include "archiver/store.hpp"
+#include "common/config.hpp"
+#include "common/logging.hpp"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void on_signal(int) { g_stop.store(true); }
+
+void install_signal_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: a blocking read returns EINTR so we can stop
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// Test-only: TIMEWARP_ARCHIVER_CRASH_AT_STEP=N kills the process with SIGKILL just before
+// its Nth durable write step, to prove that a crash at any point leaves a valid archive.
+std::function<void(std::string_view)> crash_hook() {
+  const char* value = std::getenv("TIMEWARP_ARCHIVER_CRASH_AT_STEP");
+  if (value == nullptr || *value == '\0') return {};
+  const long target = std::strtol(value, nullptr, 10);
+  if (target <= 0) return {};
+  return [target, count = 0L](std::string_view) mutable {
+    if (++count == target) ::kill(::getpid(), SIGKILL);
+  };
+}
+
+constexpr std::size_t kMaxLine = 1 << 20;
+
+// Reads newline-terminated lines from a descriptor; stops on EOF or a stop request.
+class LineReader {
+ public:
+  enum class Status { Line, Overlong, Eof, Stopped, Error };
+
+  explicit LineReader(int fd) : fd_(fd) {}
+
+  Status next(std::string& line) {
+    while (true) {
+      const auto newline = buffer_.find('\n', scan_from_);
+      if (newline != std::string::npos) {
+        const bool overlong = discarding_ || newline > kMaxLine;
+        line.assign(buffer_, 0, overlong ? std::min<std::size_t>(newline, 64) : newline);
+        buffer_.erase(0, newline + 1);
+        scan_from_ = 0;
+        discarding_ = false;
+        return overlong ? Status::Overlong : Status::Line;
+      }
+      scan_from_ = buffer_.size();
+      if (buffer_.size() > kMaxLine) {  // keep the start (for the id), drop the rest
+        if (!discarding_) overlong_start_ = buffer_.substr(0, 64);
+        discarding_ = true;
+        buffer_ = overlong_start_;
+        scan_from_ = buffer_.size();
+      }
+      if (g_stop.load()) return Status::Stopped;
+      char chunk[64 * 1024];
+      const ssize_t n = ::read(fd_, chunk, sizeof chunk);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::Error;
+      }
+      if (n == 0) {
+        if (buffer_.empty() || discarding_) return Status::Eof;
+        line = std::move(buffer_);  // a last line without its newline
+        buffer_.clear();
+        scan_from_ = 0;
+        return Status::Line;
+      }
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  int fd_;
+  std::string buffer_;
+  std::size_t scan_from_ = 0;
+  bool discarding_ = false;
+  std::string overlong_start_;
+};
+
+bool write_line(const std::string& line) {
+  const std::string out = line + "\n";
+  return tw::archive::write_all(STDOUT_FILENO, out.data(), out.size()) == 0;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"timewarp-archiver: archives the items named on stdin, one response line each"};
+  app.name("timewarp-archiver");
+  tw::Config config;
+  bool null_mode = false;
+  tw::add_config_options(app, config);
+  app.add_flag("--null", null_mode, "answer every request COMPLETE 0 0 without touching files")
+      ->configurable(false);
+  if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
+  tw::setup_logging("timewarp-archiver", config);
+  install_signal_handlers();
+
+  std::optional<tw::archive::Store> store;
+  if (!null_mode) {
+    if (config.backup_root.empty()) {
+      spdlog::error("backup_root is required (set --backup-root, BACKUP_ROOT or the config key)");
+      return 2;
+    }
+    tw::archive::StoreHooks hooks;
+    hooks.before_write_step = crash_hook();
+    hooks.cancelled = [] { return g_stop.load(); };
+    auto opened = tw::archive::Store::open(config.backup_root, tw::archive::Store::Mode::ReadWrite,
+                                           std::move(hooks));
+    if (!opened) {
+      spdlog::error("{}", opened.error());
+      return 1;
+    }
+    store.emplace(std::move(opened.value()));
+  }
+  spdlog::debug("ready ({})", null_mode ? "null mode" : config.backup_root);
+  tw::archive::RequestHandler handler(store ? &*store : nullptr);
+  LineReader reader(STDIN_FILENO);
+  std::string line;
+  while (true) {
+    const auto status = reader.next(line);
+    if (status == LineReader::Status::Eof) return 0;
+    if (status == LineReader::Status::Stopped) break;
+    if (status == LineReader::Status::Error) {
+      spdlog::error("cannot read stdin: {}", std::strerror(errno));
+      return 1;
+    }
+    tw::Response response;
+    if (status == LineReader::Status::Overlong) {
+      response = handler.handle_line(line);  // answered with the id when it can be read
+      response.outcome = tw::Outcome::FailedPermanent;
+      response.message = "malformed request: line longer than 1 MiB";
+    } else {
+      response = handler.handle_line(line);
+    }
+    if (!write_line(tw::format_response(response))) {
+      spdlog::error("cannot write the response: {}", std::strerror(errno));
+      return 1;
+    }
+    if (g_stop.load()) break;
+  }
+  spdlog::info("stopping on a signal");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "timewarp-archiver: " << e.what() << "\n";
+    return 1;
+  }
+}

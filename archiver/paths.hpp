@@ -1,0 +1,27 @@
+// Lexical handling of the absolute source paths the archive is keyed by. Paths are raw
+// bytes (any byte but NUL). Pure functions, safe from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace tw::archive {
+
+// The canonical form of an absolute path: repeated slashes collapsed, "." components and a
+// trailing slash dropped. Refuses relative paths, ".." components and NUL bytes, since
+// those cannot be resolved without the filesystem.
+Result<std::string> normalize_path(std::string_view raw);
+
+// The parent of a canonical path ("/a/b" -> "/a", "/a" -> "/", "/" -> "/").
+std::string parent_path(std::string_view path);
+// The last component of a canonical path ("/a/b" -> "b", "/" -> "").
+std::string base_name(std::string_view path);
+// True when canonical `path` is `dir` or lies beneath it.
+bool is_within(std::string_view path, std::string_view dir);
+// The components of `path` below `dir` (is_within must hold); empty for `dir` itself.
+std::vector<std::string> components_below(std::string_view path, std::string_view dir);
+
+}  // namespace tw::archive

@@ -1,0 +1,349 @@
+// Store::restore: puts archived versions back on disk (FORMAT.md, "Restore").
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "archiver/paths.hpp"
+#include "archiver/store_impl.hpp"
+#include "archiver/timefmt.hpp"
+
+namespace tw::archive {
+namespace {
+
+// The latest version archived at or before `at_limit` (versions are in time order).
+const Version* pick(const std::vector<Version>& versions, std::int64_t at_limit) {
+  const Version* best = nullptr;
+  for (const auto& v : versions) {
+    if (v.archived_at_ns <= at_limit) best = &v;
+  }
+  return best;
+}
+
+bool valid_component(const std::string& c) {
+  return !c.empty() && c != "." && c != ".." && c.find('/') == std::string::npos &&
+         c.find('\0') == std::string::npos;
+}
+
+Error sys_error(std::string_view what, const std::string& target) {
+  return Error{fmt::format("{} {}: {}", what, shown(target), std::strerror(errno))};
+}
+
+// Writes versions into directories, always relative to an open directory descriptor and
+// never following a symlink below the destination root.
+class Restorer {
+ public:
+  Restorer(const ObjectStore& objects, const RestoreOptions& options, RestoreReport& report)
+      : objects_(objects), options_(options), report_(report) {}
+
+  // Places file or symlink version `v` as `name` inside `dir_fd`. `target` names it in
+  // messages.
+  Status place(int dir_fd, const std::string& name, const Version& v, const std::string& target) {
+    struct stat existing {};
+    if (::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISDIR(existing.st_mode)) {
+        return Error{fmt::format("{} exists and is a directory", shown(target))};
+      }
+      if (!options_.overwrite) {
+        return Error{fmt::format("{} exists (use --force to overwrite)", shown(target))};
+      }
+    }
+    const std::string temp = fmt::format(".tw-restore-{}-{}", ::getpid(), ++counter_);
+    struct Cleanup {
+      int dir;
+      const std::string& name;
+      bool armed = true;
+      ~Cleanup() {
+        if (armed) ::unlinkat(dir, name.c_str(), 0);
+      }
+    } cleanup{dir_fd, temp};
+    const struct timespec times[2] = {
+        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)},
+        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)}};
+    if (v.is_symlink()) {
+      if (::symlinkat(v.link_target.c_str(), dir_fd, temp.c_str()) != 0) {
+        cleanup.armed = false;
+        return sys_error("cannot create link", target);
+      }
+      if (options_.restore_owner &&
+          ::fchownat(dir_fd, temp.c_str(), v.uid, v.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        return sys_error("cannot set the owner of", target);
+      }
+      ::utimensat(dir_fd, temp.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    } else {
+      UniqueFd fd(::openat(dir_fd, temp.c_str(),
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!fd) {
+        cleanup.armed = false;
+        return sys_error("cannot create", target);
+      }
+      auto written = objects_.extract(v.sha256, fd.get(), true);
+      if (!written) return Error{fmt::format("{}: {}", shown(target), written.error())};
+      if (*written != v.size) {
+        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}",
+                                 shown(target), v.sha256, *written, v.size)};
+      }
+      if (options_.restore_owner && ::fchown(fd.get(), v.uid, v.gid) != 0) {
+        return sys_error("cannot set the owner of", target);
+      }
+      if (::fchmod(fd.get(), v.mode & 07777) != 0) return sys_error("cannot set the mode of", target);
+      if (::futimens(fd.get(), times) != 0) return sys_error("cannot set the times of", target);
+      if (::fsync(fd.get()) != 0) return sys_error("cannot sync", target);
+    }
+    int renamed = -1;
+    if (!options_.overwrite) {
+      renamed = ::renameat2(dir_fd, temp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
+      if (renamed != 0 && errno == EEXIST) {
+        return Error{fmt::format("{} exists (use --force to overwrite)", shown(target))};
+      }
+    }
+    if (renamed != 0 && ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
+      return sys_error("cannot rename into", target);
+    }
+    cleanup.armed = false;
+    if (v.is_symlink()) {
+      ++report_.symlinks;
+    } else {
+      ++report_.files;
+      report_.bytes += v.size;
+    }
+    return Ok{};
+  }
+
+  Status apply_directory_metadata(int fd, const Version& v, const std::string& target) {
+    if (options_.restore_owner && ::fchown(fd, v.uid, v.gid) != 0) {
+      return sys_error("cannot set the owner of", target);
+    }
+    if (::fchmod(fd, v.mode & 07777) != 0) return sys_error("cannot set the mode of", target);
+    const struct timespec times[2] = {
+        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)},
+        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)}};
+    if (::futimens(fd, times) != 0) return sys_error("cannot set the times of", target);
+    return Ok{};
+  }
+
+ private:
+  const ObjectStore& objects_;
+  const RestoreOptions& options_;
+  RestoreReport& report_;
+  std::uint64_t counter_ = 0;
+};
+
+// Opens (creating with `create`) the directories `parts[0..count)` below `root_fd`,
+// refusing symlinks and non-directories on the way.
+Result<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, std::size_t count,
+                            bool create, const std::string& root_shown) {
+  UniqueFd current(::openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!current) return Error{fmt::format("cannot open {}: {}", root_shown, std::strerror(errno))};
+  std::string where = root_shown;
+  for (std::size_t i = 0; i < count; ++i) {
+    where += "/" + shown(parts[i]);
+    if (create && ::mkdirat(current.get(), parts[i].c_str(), 0777) != 0 && errno != EEXIST) {
+      return Error{fmt::format("cannot create directory {}: {}", where, std::strerror(errno))};
+    }
+    UniqueFd next(::openat(current.get(), parts[i].c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) {
+      if (errno == ELOOP || errno == ENOTDIR) {
+        return Error{fmt::format("{} is not a directory (a file or symlink is in the way)", where)};
+      }
+      return Error{fmt::format("cannot open directory {}: {}", where, std::strerror(errno))};
+    }
+    current = std::move(next);
+  }
+  return current;
+}
+
+std::string when(const VersionSelector& which, std::int64_t at_limit) {
+  if (which.at_ns) return fmt::format("at {}", format_time_ns(at_limit));
+  return "at present";
+}
+
+}  // namespace
+
+Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions& options) const {
+  auto normalized = normalize_path(raw);
+  if (!normalized) return Error{normalized.error()};
+  const std::string& path = *normalized;
+  auto history = impl_->read_history(path);
+  if (!history) return Error{history.error()};
+
+  std::int64_t at_limit = INT64_MAX;
+  const Version* own = nullptr;
+  if (options.which.number) {
+    for (const auto& v : history->versions) {
+      if (v.number == *options.which.number) own = &v;
+    }
+    if (own == nullptr) {
+      return Error{fmt::format("{} has no version {} (it has {})", shown(path),
+                               *options.which.number, history->versions.size())};
+    }
+    at_limit = own->archived_at_ns;
+  } else {
+    if (options.which.at_ns) at_limit = *options.which.at_ns;
+    own = pick(history->versions, at_limit);
+  }
+  auto within = impl_->paths_within(path);
+  if (!within) return Error{within.error()};
+  const bool has_descendants = within->size() > 1;
+
+  if (own != nullptr && !own->exists()) {
+    if (options.which.number) {
+      return Error{fmt::format("version {} of {} records that it stopped existing there ({})",
+                               own->number, shown(path), own->op == Op::Delete ? "deleted" : "moved away")};
+    }
+    const std::string gone = fmt::format(
+        "{} at {}{}", own->op == Op::Delete ? "deleted" : "moved away",
+        format_time_ns(own->archived_at_ns), own->moved_to.empty() ? "" : " to " + shown(own->moved_to));
+    if (!options.which.at_ns) {
+      return Error{fmt::format("{} no longer exists ({}); pick an earlier one with --at or --version",
+                               shown(path), gone)};
+    }
+    return Error{fmt::format("{} did not exist {} ({})", shown(path), when(options.which, at_limit), gone)};
+  }
+  if (own == nullptr && !has_descendants) {
+    if (history->versions.empty()) return Error{fmt::format("{} is not in the archive", shown(path))};
+    return Error{fmt::format("{} did not exist {} (first archived at {})", shown(path),
+                             when(options.which, at_limit),
+                             format_time_ns(history->versions.front().archived_at_ns))};
+  }
+
+  RestoreReport report;
+  Restorer restorer(impl_->objects, options, report);
+  const std::string dest = options.destination.empty() ? path : options.destination;
+
+  if (own != nullptr && !own->is_directory()) {
+    // One file or link.
+    std::string parent = dir_of(dest);
+    std::string name = base_name(dest);
+    struct stat st {};
+    // An existing directory, or a name ending in '/', receives the file under its own name.
+    if (!options.destination.empty() &&
+        (dest.back() == '/' || (::stat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))) {
+      parent = dest;
+      name = base_name(path);
+    }
+    if (name.empty() || name == "." || name == "..") {
+      return Error{fmt::format("cannot restore a file to {}", shown(dest))};
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) return Error{fmt::format("cannot open directory {}: {}", shown(parent), std::strerror(errno))};
+    while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+    report.destination = parent == "/" ? "/" + name : parent + "/" + name;
+    if (auto placed = restorer.place(dir.get(), name, *own, report.destination); !placed) {
+      return Error{placed.error()};
+    }
+    return report;
+  }
+
+  // A directory and everything archived beneath it.
+  struct Entry {
+    std::vector<std::string> parts;
+    Version version;
+  };
+  std::vector<Entry> entries;
+  for (const auto& p : *within) {
+    if (impl_->cancelled()) return Error{"cancelled"};
+    const Version* chosen = nullptr;
+    Result<History> h = p == path ? Result<History>(*history) : impl_->read_history(p);
+    if (!h) {
+      report.problems.push_back(h.error());
+      continue;
+    }
+    if (p == path) {
+      chosen = own;
+    } else {
+      chosen = pick(h->versions, at_limit);
+    }
+    if (chosen == nullptr) continue;  // not archived yet then, or a parent known only by name
+    if (!chosen->exists()) {
+      ++report.skipped;
+      continue;
+    }
+    auto parts = components_below(p, path);
+    if (!std::all_of(parts.begin(), parts.end(), valid_component)) {
+      report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown(p)));
+      continue;
+    }
+    entries.push_back(Entry{std::move(parts), *chosen});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.parts < b.parts; });
+
+  report.destination = dest;
+  struct stat st {};
+  if (::stat(dest.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return Error{fmt::format("{} exists and is not a directory", shown(dest))};
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dest, ec);
+  if (ec) return Error{fmt::format("cannot create {}: {}", shown(dest), ec.message())};
+  UniqueFd root_fd(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) return Error{fmt::format("cannot open {}: {}", shown(dest), std::strerror(errno))};
+  const std::string root_shown = shown(dest);
+
+  std::vector<const Entry*> directories;
+  for (const auto& entry : entries) {
+    if (impl_->cancelled()) return Error{"cancelled"};
+    std::string target = dest;
+    for (const auto& part : entry.parts) target += "/" + part;
+    if (entry.parts.empty()) {  // PATH itself, a directory version
+      directories.push_back(&entry);
+      ++report.directories;
+      continue;
+    }
+    auto parent = open_below(root_fd.get(), entry.parts, entry.parts.size() - 1, true, root_shown);
+    if (!parent) {
+      report.problems.push_back(parent.error());
+      continue;
+    }
+    const std::string& name = entry.parts.back();
+    if (entry.version.is_directory()) {
+      if (::mkdirat(parent->get(), name.c_str(), 0700) != 0) {
+        struct stat existing {};
+        if (errno != EEXIST || ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(existing.st_mode)) {
+          report.problems.push_back(
+              fmt::format("cannot create directory {}: a file or link is in the way", shown(target)));
+          continue;
+        }
+      }
+      directories.push_back(&entry);
+      ++report.directories;
+      continue;
+    }
+    if (auto placed = restorer.place(parent->get(), name, entry.version, target); !placed) {
+      report.problems.push_back(placed.error());
+    }
+  }
+  // Directory metadata last, deepest first, so restoring entries does not change it again.
+  for (auto it = directories.rbegin(); it != directories.rend(); ++it) {
+    const Entry& entry = **it;
+    std::string target = dest;
+    for (const auto& part : entry.parts) target += "/" + part;
+    auto fd = open_below(root_fd.get(), entry.parts, entry.parts.size(), false, root_shown);
+    if (!fd) {
+      report.problems.push_back(fd.error());
+      continue;
+    }
+    if (auto applied = restorer.apply_directory_metadata(fd->get(), entry.version, target); !applied) {
+      report.problems.push_back(applied.error());
+    }
+  }
+  if (report.files + report.symlinks + report.directories == 0 && report.problems.empty()) {
+    return Error{fmt::format("nothing under {} existed {}", shown(path), when(options.which, at_limit))};
+  }
+  return report;
+}
+
+}  // namespace tw::archive

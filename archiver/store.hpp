@@ -1,0 +1,135 @@
+// The archive under a backup root (format in archiver/FORMAT.md): file contents stored
+// once each, zstd-compressed and named by their SHA-256, and one version history per
+// archived path. Everything needed to list, restore and verify lives under the root.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/protocol.hpp"
+#include "common/result.hpp"
+
+namespace tw::archive {
+
+// One entry of a path's history. Paths and link targets are raw bytes.
+struct Version {
+  std::uint64_t number = 0;        // 1, 2, 3... per path
+  std::int64_t archived_at_ns = 0;  // when it was archived (UTC, ns since the epoch)
+  Op op = Op::Update;
+  std::uint64_t size = 0;          // file bytes, or link target length
+  std::string sha256;              // hex digest of the content; empty when none
+  std::uint32_t mode = 0;          // st_mode with the type bits; 0 for tombstones
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::int64_t mtime_ns = 0;
+  std::string link_target;         // symlinks only
+  std::string moved_from;          // a MOVE version at the new path: the old path
+  std::string moved_to;            // a MOVE tombstone at the old path: the new path
+
+  // False for tombstones: a DELETE, or the MOVE recorded at the path a file left.
+  bool exists() const { return op != Op::Delete && !(op == Op::Move && !moved_to.empty()); }
+  bool is_file() const;
+  bool is_symlink() const;
+  bool is_directory() const;
+};
+
+// What one archive operation did: COMPLETE with the bytes it added to the archive, or a
+// failure to answer FAILED RETRY / FAILED PERMANENT with `message` (valid UTF-8).
+struct ArchiveResult {
+  Outcome outcome = Outcome::Complete;
+  std::uint64_t bytes_added = 0;
+  std::string message;
+};
+
+// Points where tests and the archiver process step into a Store's work.
+struct StoreHooks {
+  // Runs between reading a file's content and checking that it did not change meanwhile.
+  std::function<void()> after_content_read;
+  // Runs before every durable write step (temporary file, fsync, rename, mkdir...).
+  std::function<void(std::string_view step)> before_write_step;
+  // Polled during long work; when it returns true the operation stops with FAILED RETRY.
+  std::function<bool()> cancelled;
+};
+
+// Which version a restore picks: by number, the latest at or before a time, or (neither
+// set) the latest.
+struct VersionSelector {
+  std::optional<std::uint64_t> number;
+  std::optional<std::int64_t> at_ns;
+};
+
+struct RestoreOptions {
+  VersionSelector which;
+  std::string destination;      // empty: the original path
+  bool overwrite = false;       // replace existing files (never a directory by a file)
+  bool restore_owner = false;   // chown to the archived uid/gid (needs root)
+};
+
+struct RestoreReport {
+  std::string destination;      // where PATH itself went
+  std::uint64_t files = 0;
+  std::uint64_t symlinks = 0;
+  std::uint64_t directories = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t skipped = 0;          // paths that did not exist at the chosen time
+  std::vector<std::string> problems;  // entries not restored, one line each (escaped)
+};
+
+struct VerifyReport {
+  std::uint64_t objects = 0;
+  std::uint64_t histories = 0;
+  std::uint64_t versions = 0;
+  std::uint64_t unreferenced_objects = 0;  // left by interrupted work; harmless
+  std::vector<std::string> problems;  // one line each: damaged objects and who uses them
+  bool ok() const { return problems.empty(); }
+};
+
+// An open archive. Several Store objects, in one process or several, may work on the
+// same root at once: writes are crash-safe and each path's history is changed under an
+// flock. One Store object must be used by one thread at a time.
+class Store {
+ public:
+  enum class Mode { ReadOnly, ReadWrite };
+
+  // Opens the archive at `backup_root`. ReadWrite creates it when absent; ReadOnly
+  // refuses a directory that is not an archive.
+  static Result<Store> open(const std::string& backup_root, Mode mode, StoreHooks hooks = {});
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  // The four operations of the line protocol. Paths are raw, absolute.
+  ArchiveResult update(std::string_view path);
+  ArchiveResult stat(std::string_view path);
+  ArchiveResult remove(std::string_view path);  // DELETE
+  ArchiveResult move(std::string_view from, std::string_view to);
+
+  // The history of `path`, oldest first; empty when it was never archived.
+  Result<std::vector<Version>> versions(std::string_view path) const;
+  // Every archived path at or beneath `dir` (including ones known only as parents), sorted.
+  Result<std::vector<std::string>> paths_within(std::string_view dir) const;
+
+  // Restores `path` (a file, a link, or a directory with its whole subtree). Fails when
+  // nothing could be restored; entries that failed inside a directory are listed in the
+  // report's problems.
+  Result<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
+
+  // Re-reads every object and history. `progress` (optional) receives a line now and then.
+  VerifyReport verify(const std::function<void(std::string_view)>& progress = {}) const;
+
+  const std::string& root() const;
+
+  struct Impl;
+
+ private:
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tw::archive

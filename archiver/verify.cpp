@@ -1,0 +1,149 @@
+// Store::verify: re-reads every object and history (FORMAT.md, "Verify").
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "archiver/paths.hpp"
+#include "archiver/sha256.hpp"
+#include "archiver/store_impl.hpp"
+
+namespace tw::archive {
+namespace {
+
+// The entry names of a directory (without . and ..); empty when it cannot be read.
+std::vector<std::string> list_dir(const std::string& dir, bool* failed = nullptr) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (failed != nullptr) *failed = errno != ENOENT;
+    return names;
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_bucket(const std::string& name) {
+  return name.size() == 2 && is_sha256_hex(name + std::string(62, '0'));
+}
+
+std::string users_text(const std::vector<std::string>& users) {
+  if (users.empty()) return "used by no version";
+  constexpr std::size_t kShown = 20;
+  std::string text = "used by ";
+  for (std::size_t i = 0; i < users.size() && i < kShown; ++i) {
+    if (i > 0) text += ", ";
+    text += users[i];
+  }
+  if (users.size() > kShown) text += fmt::format(" and {} more", users.size() - kShown);
+  return text;
+}
+
+}  // namespace
+
+VerifyReport Store::verify(const std::function<void(std::string_view)>& progress) const {
+  VerifyReport report;
+  const std::string& root = impl_->root;
+  std::map<std::string, std::vector<std::string>> users;  // digest -> "path vN"
+  bool failed = false;
+
+  // Histories.
+  const std::string nodes = root + "/nodes";
+  for (const auto& bucket : list_dir(nodes, &failed)) {
+    if (!is_bucket(bucket)) {
+      report.problems.push_back(fmt::format("unexpected entry nodes/{}", shown(bucket)));
+      continue;
+    }
+    for (const auto& key : list_dir(nodes + "/" + bucket)) {
+      const std::string dir = nodes + "/" + bucket + "/" + key;
+      if (!is_sha256_hex(key) || key.substr(0, 2) != bucket) {
+        report.problems.push_back(fmt::format("unexpected entry nodes/{}/{}", bucket, shown(key)));
+        continue;
+      }
+      auto path = read_small_file(dir + "/path", PATH_MAX * 4);
+      const bool has_history = path_exists(dir + "/history");
+      if (!path) {
+        // A node whose creation was interrupted before its name was written holds nothing.
+        if (has_history) report.problems.push_back(fmt::format("node {} has a history but no path file", dir));
+        continue;
+      }
+      if (Impl::key_of(*path) != key) {
+        report.problems.push_back(fmt::format("node {} holds the path of another node ({})", dir, shown(*path)));
+        continue;
+      }
+      for (const auto& child : list_dir(dir + "/children")) {
+        if (!is_sha256_hex(child) ||
+            !path_exists(fmt::format("{}/{}/{}/path", nodes, child.substr(0, 2), child))) {
+          report.problems.push_back(fmt::format("node of {} lists a missing child {}", shown(*path), shown(child)));
+        }
+      }
+      if (!has_history) continue;
+      auto history = impl_->read_history(*path);
+      if (!history) {
+        report.problems.push_back(history.error());
+        continue;
+      }
+      ++report.histories;
+      report.versions += history->versions.size();
+      for (const auto& v : history->versions) {
+        if (!v.sha256.empty()) users[v.sha256].push_back(fmt::format("{} v{}", shown(*path), v.number));
+      }
+    }
+  }
+  if (failed) report.problems.push_back(fmt::format("cannot read {}", nodes));
+  if (progress) progress(fmt::format("checked {} histories with {} versions", report.histories, report.versions));
+
+  // Objects.
+  failed = false;
+  const std::string objects = root + "/objects";
+  for (const auto& bucket : list_dir(objects, &failed)) {
+    if (!is_bucket(bucket)) {
+      report.problems.push_back(fmt::format("unexpected entry objects/{}", shown(bucket)));
+      continue;
+    }
+    for (const auto& name : list_dir(objects + "/" + bucket)) {
+      if (impl_->cancelled()) {
+        report.problems.push_back("verify cancelled before it finished");
+        return report;
+      }
+      const std::string digest = name.size() == 68 ? name.substr(0, 64) : std::string();
+      if (!is_sha256_hex(digest) || name.substr(64) != ".zst" || digest.substr(0, 2) != bucket) {
+        report.problems.push_back(fmt::format("unexpected file objects/{}/{}", bucket, shown(name)));
+        continue;
+      }
+      ++report.objects;
+      auto found = users.find(digest);
+      auto checked = check_object_file(objects + "/" + bucket + "/" + name, digest);
+      if (!checked) {
+        report.problems.push_back(fmt::format(
+            "damaged object {}: {}; {}", digest, checked.error(),
+            users_text(found != users.end() ? found->second : std::vector<std::string>{})));
+      }
+      if (found == users.end()) {
+        ++report.unreferenced_objects;
+      } else {
+        users.erase(found);
+      }
+      if (progress && report.objects % 1000 == 0) {
+        progress(fmt::format("checked {} objects", report.objects));
+      }
+    }
+  }
+  if (failed) report.problems.push_back(fmt::format("cannot read {}", objects));
+  for (const auto& [digest, who] : users) {
+    report.problems.push_back(fmt::format("missing object {}; {}", digest, users_text(who)));
+  }
+  return report;
+}
+
+}  // namespace tw::archive

@@ -1,0 +1,18 @@
+// The operator tool's archive subcommands: `versions`, `restore` and `verify`. They work
+// from the backup root alone (no database). Not thread-safe: call from main only.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "common/config.hpp"
+
+namespace tw {
+
+// Registers the subcommands on `app`. When one of them is parsed its callback sets `run`
+// to the work to do; `run()` returns the exit code (0 success, 1 failure or damage found,
+// 2 bad usage). `config` must outlive `run`.
+void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run);
+
+}  // namespace tw
