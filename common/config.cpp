@@ -1,5 +1,7 @@
 #include "common/config.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
@@ -87,6 +89,10 @@ void add_config_options(CLI::App& app, Config& c) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   add_key(app, "event_delay", c.event_delay, "seconds file events are gathered before queueing")
       ->check(CLI::Range(0.0, 60.0));
+  add_key(app, "prune_age", c.prune_age, "remove COMPLETED items older than this, seconds")
+      ->check(CLI::Range(0.0, 3650.0 * 86400.0));
+  add_key(app, "prune_interval", c.prune_interval, "seconds between prune passes (0: never)")
+      ->check(CLI::Range(0.0, 30.0 * 86400.0));
   add_key(app, "log_level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kLogLevels), std::end(kLogLevels))));
   add_key(app, "log_file", c.log_file, "also log to this file");
@@ -180,6 +186,8 @@ std::vector<std::string> config_to_args(const Config& c) {
   put("flush-interval", c.flush_interval);
   put("backlog-warning", c.backlog_warning);
   put("event-delay", c.event_delay);
+  put("prune-age", c.prune_age);
+  put("prune-interval", c.prune_interval);
   put("log-level", c.log_level);
   if (!c.log_file.empty()) put("log-file", c.log_file);
   if (!c.archiver_exe.empty()) put("archiver-exe", c.archiver_exe);

@@ -1,5 +1,7 @@
 #include "db/migrations.hpp"
 
+#include <set>
+
 #include <spdlog/spdlog.h>
 
 namespace tw::db {
@@ -24,9 +26,11 @@ std::vector<std::string> migrate(Connection& conn) {
         "CREATE TABLE IF NOT EXISTS timewarp.schema_migrations ("
         " version integer PRIMARY KEY, name text NOT NULL,"
         " applied_at timestamptz NOT NULL DEFAULT now())");
-    const int current = schema_version(conn);
+    std::set<std::int64_t> done;
+    auto rows = conn.exec("SELECT version FROM timewarp.schema_migrations");
+    for (int r = 0; r < rows.rows(); ++r) done.insert(rows.int64(r, 0));
     for (const auto& m : all_migrations()) {
-      if (m.version <= current) continue;
+      if (done.count(m.version)) continue;
       spdlog::info("applying migration {:04d} {}", m.version, m.name);
       conn.exec(m.sql);
       conn.query("INSERT INTO timewarp.schema_migrations (version, name) VALUES ($1, $2)",

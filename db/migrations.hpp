@@ -17,7 +17,7 @@ struct Migration {
 
 const std::vector<Migration>& all_migrations();
 
-// Applies every migration not yet applied, each in its own transaction. Returns the names
+// Applies every migration not yet applied, in version order, in one transaction. Returns the names
 // of those applied now.
 std::vector<std::string> migrate(Connection& conn);
 

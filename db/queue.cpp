@@ -1,5 +1,8 @@
 #include "db/queue.hpp"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 namespace tw::db {
@@ -90,26 +93,43 @@ std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
 }
 
 std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
+  const std::string order = request.strategy == Strategy::Fair ? "id" : order_by(request.strategy);
   const std::string sql = fmt::format(R"(
     WITH batch AS (SELECT nextval('timewarp.batch_ids') AS id),
          candidates AS ({}),
+         extra AS (
+           SELECT o.id FROM timewarp.items o
+            WHERE $5 AND o.status = 'NEW' AND o.not_before <= now() AND o.op <> 'MOVE'
+              AND o.path IN (SELECT i.path FROM timewarp.items i JOIN candidates c ON c.id = i.id
+                              WHERE i.op <> 'MOVE')
+              AND o.id NOT IN (SELECT id FROM candidates)
+              AND NOT timewarp.move_pending(o.path)
+            FOR UPDATE SKIP LOCKED),
          claimed AS (
            UPDATE timewarp.items i
               SET status = 'DISPATCHED', scheduler_id = $1, batch_id = (SELECT id FROM batch),
                   dispatched_at = now(), lease_until = now() + make_interval(secs => $3)
-             FROM candidates c
-            WHERE i.id = c.id
+            WHERE i.id IN (SELECT id FROM candidates UNION ALL SELECT id FROM extra)
         RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id, i.priority),
          audit AS (
            INSERT INTO timewarp.batches (id, scheduler_id, strategy, requested, size)
            SELECT (SELECT id FROM batch), $1, $4, $2, count(*) FROM claimed HAVING count(*) > 0)
-    SELECT id, op, path, dest_path, attempts, batch_id FROM claimed ORDER BY {})",
-                                      candidates_sql(request.strategy),
-                                      request.strategy == Strategy::Fair ? "id" : order_by(request.strategy));
+    SELECT id, op, path, dest_path, attempts, batch_id,
+           $5 AND op <> 'MOVE' AND NOT timewarp.move_pending(path)
+      FROM claimed ORDER BY {})",
+                                      candidates_sql(request.strategy), order);
   auto result = conn_.query(sql, request.scheduler_id, request.batch_size, request.lease_seconds,
-                            to_string(request.strategy));
+                            to_string(request.strategy), request.coalesce);
   std::vector<ClaimedItem> items;
   items.reserve(static_cast<std::size_t>(result.rows()));
+  // Coalescible path -> the item it folds into, and the newest change seen for it.
+  struct Group {
+    std::size_t index;
+    std::int64_t newest_id;
+    Op newest_op;
+    bool any_update;
+  };
+  std::unordered_map<std::string, Group> groups;
   for (int r = 0; r < result.rows(); ++r) {
     ClaimedItem item;
     item.id = result.int64(r, 0);
@@ -118,7 +138,27 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     if (!result.is_null(r, 3)) item.dest_path = std::string(result.text(r, 3));
     item.attempts = static_cast<int>(result.int64(r, 4));
     item.batch_id = result.int64(r, 5);
+    if (result.text(r, 6) == "t") {
+      const auto [it, fresh] =
+          groups.try_emplace(item.path, Group{items.size(), item.id, item.op, item.op == Op::Update});
+      if (!fresh) {
+        Group& g = it->second;
+        items[g.index].followers.push_back(item.id);
+        g.any_update = g.any_update || item.op == Op::Update;
+        if (item.id > g.newest_id) {
+          g.newest_id = item.id;
+          g.newest_op = item.op;
+        }
+        continue;
+      }
+    }
     items.push_back(std::move(item));
+  }
+  // The newest change decides the op, but a STAT never hides an UPDATE.
+  for (const auto& [path, g] : groups) {
+    ClaimedItem& lead = items[g.index];
+    if (lead.followers.empty()) continue;
+    lead.op = g.newest_op == Op::Stat && g.any_update ? Op::Update : g.newest_op;
   }
   return items;
 }
@@ -273,6 +313,14 @@ QueueCounts Queue::counts() {
   c.completed_last_minute = r.int64(0, 7);
   c.failed_last_hour = r.int64(0, 8);
   return c;
+}
+
+std::int64_t Queue::count_claimable(std::int64_t cap) {
+  auto r = conn_.query(
+      "SELECT count(*) FROM (SELECT 1 FROM timewarp.items WHERE status = 'NEW' "
+      "AND not_before <= now() LIMIT $1) capped",
+      cap);
+  return r.int64(0, 0);
 }
 
 bool Queue::has_claimable() {

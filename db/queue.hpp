@@ -36,6 +36,8 @@ struct ClaimRequest {
   int batch_size = 100;
   Strategy strategy = Strategy::Fifo;
   double lease_seconds = 60;
+  // Fold several claimable changes to one path into one dispatched item (see claim()).
+  bool coalesce = false;
 };
 
 struct ClaimedItem {
@@ -45,6 +47,9 @@ struct ClaimedItem {
   std::string dest_path;
   int attempts = 0;  // failed attempts so far
   std::int64_t batch_id = 0;
+  // Other items for the same path folded into this one by coalescing: they were claimed
+  // too and share this item's outcome.
+  std::vector<std::int64_t> followers;
 };
 
 struct Completion {
@@ -106,7 +111,10 @@ class Queue {
   std::vector<std::int64_t> enqueue(std::span<const NewItem> items);
 
   // Claims up to batch_size claimable items for the scheduler, in the strategy's order,
-  // in one statement; records the batch in timewarp.batches.
+  // in one statement; records the batch in timewarp.batches. With coalesce, every other
+  // claimable change to a claimed item's path is claimed with it and folded into one item
+  // (the latest op wins, but a STAT never hides an UPDATE), unless a MOVE involving the
+  // path is pending: those keep their order.
   std::vector<ClaimedItem> claim(const ClaimRequest& request);
 
   // Marks items COMPLETED; only items this scheduler holds (DISPATCHED, its id) change.
@@ -135,6 +143,8 @@ class Queue {
 
   QueueCounts counts();
   bool has_claimable();
+  // Claimable items, counted up to `cap` (so the count stays cheap with a huge backlog).
+  std::int64_t count_claimable(std::int64_t cap);
 
  private:
   Connection& conn_;

@@ -29,7 +29,8 @@ Consumer::Consumer(int index, Options options, std::shared_ptr<Launcher> launche
       launcher_(std::move(launcher)),
       queue_(queue),
       reporter_(reporter),
-      notify_(std::move(notify)) {}
+      notify_(std::move(notify)),
+      pacer_(options_.pacer && options_.pacer->limited() ? options_.pacer.get() : nullptr) {}
 
 Consumer::~Consumer() {
   retire();
@@ -78,9 +79,21 @@ void Consumer::kill_archiver(const char* why) {
   restart_backoff_ = std::clamp(restart_backoff_ * 2, kFirstRestartDelay, kMaxRestartDelay);
 }
 
+// Waits (in small steps, so a retiring consumer leaves promptly) until the pacer allows
+// the next dispatch.
+void Consumer::wait_for_pacer() {
+  if (!pacer_) return;
+  while (!leave_.load()) {
+    const auto wait = pacer_->delay(Pacer::Clock::now());
+    if (wait <= Pacer::Clock::duration::zero()) return;
+    std::this_thread::sleep_for(std::min<Pacer::Clock::duration>(wait, std::chrono::milliseconds(50)));
+  }
+}
+
 void Consumer::run() {
   while (!leave_.load()) {
     if (!ensure_archiver()) continue;
+    wait_for_pacer();
     auto item = queue_.pop(leave_);
     if (!item) break;
     busy_.store(true);
@@ -102,14 +115,23 @@ void Consumer::run() {
 
 void Consumer::process(const db::ClaimedItem& item) {
   const double started = epoch_seconds();
-  const auto fail = [&](std::string message) {
-    reporter_.add(db::Failure{item.id, false, std::move(message), started, epoch_seconds()});
+  // The outcome applies to the item and to every change coalesced into it.
+  const auto complete = [&](std::uint64_t bytes, std::uint64_t cpu, const std::string& note) {
+    const double finished = epoch_seconds();
+    reporter_.add(db::Completion{item.id, bytes, cpu, started, finished, note});
+    const std::string folded = fmt::format("coalesced into item {}", item.id);
+    for (const auto f : item.followers) reporter_.add(db::Completion{f, 0, 0, started, finished, folded});
+  };
+  const auto fail = [&](bool permanent, const std::string& message) {
+    const double finished = epoch_seconds();
+    reporter_.add(db::Failure{item.id, permanent, message, started, finished});
+    for (const auto f : item.followers) reporter_.add(db::Failure{f, permanent, message, started, finished});
   };
   const std::string request =
       format_request(Request{item.id, item.op, item.path, item.dest_path});
   if (!archiver_->write_line(request)) {
     kill_archiver("stopped reading requests");
-    fail("archiver died before taking the item");
+    fail(false, "archiver died before taking the item");
     return;
   }
   std::string line;
@@ -117,15 +139,16 @@ void Consumer::process(const db::ClaimedItem& item) {
   switch (status) {
     case ChildProcess::ReadStatus::Timeout:
       kill_archiver("exceeded item_timeout");
-      fail(fmt::format("archiver exceeded item_timeout ({} s)", options_.item_timeout.count() / 1000.0));
+      fail(false, fmt::format("archiver exceeded item_timeout ({} s)",
+                              options_.item_timeout.count() / 1000.0));
       return;
     case ChildProcess::ReadStatus::Eof:
       kill_archiver("exited while working");
-      fail("archiver exited while working on the item");
+      fail(false, "archiver exited while working on the item");
       return;
     case ChildProcess::ReadStatus::Overlong:
       kill_archiver("answered garbage");
-      fail("archiver answered garbage: an over-long line");
+      fail(false, "archiver answered garbage: an over-long line");
       return;
     case ChildProcess::ReadStatus::Line:
       break;
@@ -133,26 +156,25 @@ void Consumer::process(const db::ClaimedItem& item) {
   auto response = parse_response(line);
   if (!response || response->id != item.id) {
     kill_archiver("answered garbage");
-    fail(response ? fmt::format("archiver answered for item {} instead", response->id)
-                  : fmt::format("archiver answered garbage: {}", response.error()));
+    fail(false, response ? fmt::format("archiver answered for item {} instead", response->id)
+                         : fmt::format("archiver answered garbage: {}", response.error()));
     return;
   }
   restart_backoff_ = std::chrono::milliseconds(0);
-  const double finished = epoch_seconds();
+  if (pacer_) pacer_->charge(response->cpu_us, response->archive_bytes, Pacer::Clock::now());
   switch (response->outcome) {
     case Outcome::Complete:
-      reporter_.add(db::Completion{item.id, response->archive_bytes, response->cpu_us, started,
-                                   finished, {}});
+      complete(response->archive_bytes, response->cpu_us, {});
       return;
     case Outcome::FailedPermanent:
       if (std::string_view(response->message).substr(0, kVanished.size()) == kVanished) {
-        reporter_.add(db::Completion{item.id, 0, 0, started, finished, response->message});
+        complete(0, 0, response->message);
         return;
       }
-      reporter_.add(db::Failure{item.id, true, response->message, started, finished});
+      fail(true, response->message);
       return;
     case Outcome::FailedRetry:
-      reporter_.add(db::Failure{item.id, false, response->message, started, finished});
+      fail(false, response->message);
       return;
   }
 }

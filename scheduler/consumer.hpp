@@ -15,6 +15,7 @@
 #include "common/process.hpp"
 #include "db/queue.hpp"
 #include "scheduler/batch_queue.hpp"
+#include "scheduler/pacer.hpp"
 #include "scheduler/reporter.hpp"
 
 namespace tw::scheduler {
@@ -25,6 +26,7 @@ class Consumer {
     LaunchSpec archiver;
     std::chrono::milliseconds item_timeout{300000};
     std::chrono::milliseconds stop_grace{5000};
+    std::shared_ptr<Pacer> pacer;  // null: no resource limits
   };
   // Called (from the consumer's thread) whenever it takes or finishes an item.
   using Notify = std::function<void()>;
@@ -50,6 +52,7 @@ class Consumer {
   bool ensure_archiver();
   void process(const db::ClaimedItem& item);
   void kill_archiver(const char* why);
+  void wait_for_pacer();
 
   // Constant after construction.
   const int index_;
@@ -60,6 +63,7 @@ class Consumer {
   const Notify notify_;
 
   // Only the consumer thread touches these.
+  Pacer* const pacer_;
   std::unique_ptr<ChildProcess> archiver_;
   std::chrono::milliseconds restart_backoff_{0};
 

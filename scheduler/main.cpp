@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
+
 #include "common/config.hpp"
 #include "common/logging.hpp"
 #include "common/process.hpp"

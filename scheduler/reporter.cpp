@@ -24,6 +24,10 @@ void Reporter::hold(const std::vector<db::ClaimedItem>& items) {
   for (const auto& item : items) {
     held_.emplace(item.id, item.batch_id);
     ++batch_left_[item.batch_id];
+    for (const auto follower : item.followers) {
+      held_.emplace(follower, item.batch_id);
+      ++batch_left_[item.batch_id];
+    }
   }
 }
 
@@ -184,12 +188,29 @@ void Reporter::beat() {
     queue.mark_batches_drained(drained);
     const auto recovered = queue.recover_expired_leases(options_.retry.max_attempts);
     if (recovered > 0) spdlog::warn("recovered {} items whose lease had expired", recovered);
+    watch_backlog(queue);
   } catch (const db::DbError& e) {
     spdlog::warn("heartbeat failed: {}", e.what());
     conn_.reset();
     std::lock_guard lock(mutex_);
     drained_batches_.insert(drained_batches_.end(), drained.begin(), drained.end());
   }
+}
+
+// Logs a warning (at most once a minute) while the claimable backlog is past the
+// threshold and still growing.
+void Reporter::watch_backlog(db::Queue& queue) {
+  if (options_.backlog_warning <= 0) return;
+  const auto backlog = queue.count_claimable(options_.backlog_warning * 10);
+  const auto now = std::chrono::steady_clock::now();
+  if (backlog > options_.backlog_warning && backlog > last_backlog_ && now >= next_backlog_warning_) {
+    spdlog::warn("backlog growing: {}{} claimable items (warning threshold {}); consider more "
+                 "archivers or a larger batch_size",
+                 backlog >= options_.backlog_warning * 10 ? "at least " : "", backlog,
+                 options_.backlog_warning);
+    next_backlog_warning_ = now + std::chrono::minutes(1);
+  }
+  last_backlog_ = backlog;
 }
 
 void Reporter::run() {

@@ -32,6 +32,7 @@ class Reporter {
     std::chrono::milliseconds heartbeat_interval{5000};
     double lease_seconds = 60;
     db::RetryPolicy retry;
+    std::int64_t backlog_warning = 100000;  // claimable items that make a growing backlog loud
   };
   // Figures the scheduler knows and the reporter does not (consumers, batch queue).
   using StatsSource = std::function<db::SchedulerStats()>;
@@ -66,6 +67,7 @@ class Reporter {
   bool ensure_connection();
   bool write_pending();
   void beat();
+  void watch_backlog(db::Queue& queue);
   void note_written(const std::vector<std::int64_t>& ids) REQUIRES(mutex_);
 
   // Constant after construction.
@@ -77,6 +79,8 @@ class Reporter {
   std::chrono::milliseconds backoff_{100};
   std::chrono::steady_clock::time_point next_beat_{};
   std::chrono::steady_clock::time_point next_connect_{};
+  std::int64_t last_backlog_ = 0;
+  std::chrono::steady_clock::time_point next_backlog_warning_{};
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

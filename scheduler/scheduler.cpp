@@ -59,7 +59,8 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
       signal_fd_(signal_fd),
       ready_fd_(ready_fd),
       strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
-      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)) {
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
 }
 
@@ -121,6 +122,7 @@ int Scheduler::run() {
   options.heartbeat_interval = seconds_ms(config_.heartbeat_interval);
   options.lease_seconds = config_.lease_time;
   options.retry = {config_.max_attempts, config_.retry_base_delay, config_.retry_max_delay};
+  options.backlog_warning = config_.backlog_warning;
   // The reporter thread reads the figures this thread publishes.
   reporter_ = std::make_unique<Reporter>(options, [this] {
     std::lock_guard lock(stats_mutex_);
@@ -230,6 +232,7 @@ void Scheduler::resize(int archivers) {
     if (!config_.log_file.empty()) options.archiver.args.push_back("--log-file=" + config_.log_file);
     for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
     options.item_timeout = seconds_ms(config_.item_timeout);
+    options.pacer = pacer_;
     for (int i = have; i < archivers; ++i) {
       auto consumer = std::make_unique<Consumer>(
           next_consumer_index_++, options, launcher_, batch_queue_, *reporter_, [this] {
@@ -269,9 +272,12 @@ bool Scheduler::drain() {
 
     if (!exhausted && batch_queue_.size() <= low_water) {
       try {
-        auto batch = queue().claim({scheduler_id_, config_.batch_size, strategy_, config_.lease_time});
+        auto batch = queue().claim(
+            {scheduler_id_, config_.batch_size, strategy_, config_.lease_time, config_.coalesce});
         // A short batch means nothing more was claimable at that instant.
-        exhausted = batch.size() < static_cast<std::size_t>(config_.batch_size);
+        std::size_t rows = 0;
+        for (const auto& item : batch) rows += 1 + item.followers.size();
+        exhausted = rows < static_cast<std::size_t>(config_.batch_size);
         if (!batch.empty()) {
           reporter_->hold(batch);
           batch_queue_.push(std::move(batch));
@@ -320,7 +326,10 @@ void Scheduler::stop() {
   spdlog::info("stopping: returning unstarted items, letting consumers finish");
   // Items still in the batch queue were never started: back to NEW.
   std::vector<std::int64_t> unstarted;
-  for (const auto& item : batch_queue_.take_all()) unstarted.push_back(item.id);
+  for (const auto& item : batch_queue_.take_all()) {
+    unstarted.push_back(item.id);
+    unstarted.insert(unstarted.end(), item.followers.begin(), item.followers.end());
+  }
   batch_queue_.close();
   for (auto& c : consumers_) c->retire();
   if (!unstarted.empty()) {

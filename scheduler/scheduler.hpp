@@ -63,6 +63,7 @@ class Scheduler {
   const int ready_fd_;
   const db::Strategy strategy_;
   UniqueFd wake_fd_;  // eventfd the consumers poke
+  const std::shared_ptr<Pacer> pacer_;
 
   // Main thread only.
   std::unique_ptr<db::Connection> conn_;

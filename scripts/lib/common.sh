@@ -103,6 +103,12 @@ tw_build() {
     tw_log "configuring $dir"
     cmake -S "$TW_REPO_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" ||
         tw_die "cmake configure failed"
-    tw_log "building with -j$jobs"
-    cmake --build "$dir" -j"$jobs" || tw_die "build failed"
+    # TW_BUILD_TARGETS (space separated) limits the build to those targets.
+    local targets=()
+    if [[ -n "${TW_BUILD_TARGETS:-}" ]]; then
+        read -r -a targets <<<"$TW_BUILD_TARGETS"
+        targets=(--target "${targets[@]}")
+    fi
+    tw_log "building with -j$jobs ${targets[*]}"
+    cmake --build "$dir" -j"$jobs" "${targets[@]}" || tw_die "build failed"
 }

@@ -1,3 +1,5 @@
+#include <CLI/CLI.hpp>
+
 #include "common/config.hpp"
 
 #include <gtest/gtest.h>

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -72,6 +73,56 @@ TEST_F(QueueTest, StrategiesOrderTheClaims) {
   ASSERT_EQ(priority.size(), 2u);
   EXPECT_EQ(priority[0].id, ids[1]);  // 9 was taken by lifo; 5 is next
   EXPECT_EQ(priority[1].id, ids[0]);
+}
+
+TEST_F(QueueTest, FairTakesEveryRootInTurn) {
+  std::vector<NewItem> batch;
+  for (int i = 0; i < 50; ++i) batch.push_back({Op::Update, "/busy/f" + std::to_string(i), "", "/busy", 0, {}, {}});
+  batch.push_back({Op::Update, "/quiet/a", "", "/quiet", 0, {}, {}});
+  batch.push_back({Op::Update, "/quiet/b", "", "/quiet", 0, {}, {}});
+  batch.push_back({Op::Update, "/other/x", "", "/other", 0, {}, {}});
+  queue_->enqueue(batch);
+  // Under fifo a batch of 6 would be all /busy; fair gives each root its turn.
+  const auto claimed = queue_->claim({sid_, 6, Strategy::Fair, 60});
+  ASSERT_EQ(claimed.size(), 6u);
+  std::map<std::string, int> per_root;
+  for (const auto& item : claimed) per_root[item.path.substr(0, item.path.find('/', 1))]++;
+  EXPECT_EQ(per_root["/busy"], 3);
+  EXPECT_EQ(per_root["/quiet"], 2);
+  EXPECT_EQ(per_root["/other"], 1);
+}
+
+TEST_F(QueueTest, CoalesceFoldsChangesToOnePath) {
+  const auto ids = queue_->enqueue(std::vector<NewItem>{
+      {Op::Update, "/src/a", "", "/src", 0, {}, {}},
+      {Op::Update, "/src/b", "", "/src", 0, {}, {}},
+      {Op::Stat, "/src/a", "", "/src", 0, {}, {}},     // a STAT never hides the UPDATE
+      {Op::Update, "/src/c", "", "/src", 0, {}, {}},
+      {Op::Delete, "/src/b", "", "/src", 0, {}, {}},   // the newest op wins
+      {Op::Update, "/src/m", "", "/src", 0, {}, {}},
+      {Op::Move, "/src/m", "/src/n", "/src", 0, {}, {}},
+      {Op::Update, "/src/m", "", "/src", 0, {}, {}},   // a pending move keeps m's order
+  });
+  // A batch of 2 claims a and b, and folds their later changes in with them.
+  auto first = queue_->claim({sid_, 2, Strategy::Fifo, 60, true});
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].id, ids[0]);
+  EXPECT_EQ(first[0].op, Op::Update);
+  EXPECT_EQ(first[0].followers, std::vector<std::int64_t>{ids[2]});
+  EXPECT_EQ(first[1].id, ids[1]);
+  EXPECT_EQ(first[1].op, Op::Delete);
+  EXPECT_EQ(first[1].followers, std::vector<std::int64_t>{ids[4]});
+  auto rest = queue_->claim({sid_, 10, Strategy::Fifo, 60, true});
+  ASSERT_EQ(rest.size(), 4u);  // c, m, the move, m again: nothing folded across the move
+  for (const auto& item : rest) EXPECT_TRUE(item.followers.empty()) << item.path;
+  EXPECT_EQ(rest[1].op, Op::Update);
+  EXPECT_EQ(rest[2].op, Op::Move);
+  EXPECT_EQ(rest[3].op, Op::Update);
+
+  // Without coalesce every change is its own item.
+  queue_->enqueue(std::vector<NewItem>{{Op::Update, "/src/z", "", "/src", 0, {}, {}},
+                                       {Op::Update, "/src/z", "", "/src", 0, {}, {}}});
+  EXPECT_EQ(queue_->claim({sid_, 10, Strategy::Fifo, 60, false}).size(), 2u);
 }
 
 TEST_F(QueueTest, CompleteOnlyFromTheLeaseHolder) {

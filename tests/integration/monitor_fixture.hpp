@@ -17,6 +17,7 @@ class MonitorProcess {
                  std::vector<std::pair<std::string, std::string>> env = {}) {
     LaunchSpec spec{monitor_exe(), std::move(args), std::move(env)};
     spec.args.push_back("--database=" + db.conninfo());
+    spec.args.push_back("--scheduler-exe=" + scheduler_exe());
     process_ = make_process_launcher()->launch(spec);
   }
   ~MonitorProcess() {

@@ -3,7 +3,7 @@
 // answers, "garbage" answers a malformed line, "retry" answers FAILED RETRY, "permanent"
 // FAILED PERMANENT, "vanished" the vanished answer; anything else COMPLETE. Every request it
 // finishes is appended to --record FILE, so tests can count how often an item ran.
-// With --delay-ms N it spends N ms on each item.
+// With --delay-ms N it spends N ms on each item; --bytes N reports N archive bytes added.
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+
 #include "common/config.hpp"
 #include "common/protocol.hpp"
 
@@ -21,10 +23,12 @@ int main(int argc, char** argv) {
   tw::Config config;
   std::string record;
   int delay_ms = 0;
+  std::uint64_t bytes = 0;
   CLI::App app{"fake archiver"};
   tw::add_config_options(app, config);
   app.add_option("--record", record);
   app.add_option("--delay-ms", delay_ms);
+  app.add_option("--bytes", bytes, "archive bytes reported for each completed item");
   app.add_flag("--null");
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
 
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
       std::cout << "this is not a response" << std::endl;
       continue;
     }
-    tw::Response r{request.id, tw::Outcome::Complete, 0, 0, {}};
+    tw::Response r{request.id, tw::Outcome::Complete, bytes, 0, {}};
     if (has("retry")) r = {request.id, tw::Outcome::FailedRetry, 0, 0, "file busy"};
     if (has("permanent")) r = {request.id, tw::Outcome::FailedPermanent, 0, 0, "permission denied"};
     if (has("vanished")) r = {request.id, tw::Outcome::FailedPermanent, 0, 0, "vanished: no such file"};

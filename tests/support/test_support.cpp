@@ -80,11 +80,20 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
   }
 }
 
-std::string monitor_exe() { return TW_MONITOR_EXE; }
-std::string scheduler_exe() { return TW_SCHEDULER_EXE; }
-std::string archiver_exe() { return TW_ARCHIVER_EXE; }
-std::string cli_exe() { return TW_CLI_EXE; }
-std::string fake_archiver_exe() { return TW_FAKE_ARCHIVER_EXE; }
+namespace {
+// TIMEWARP_TEST_<NAME>_EXE overrides a built path: the ThreadSanitizer stage of
+// scripts/test runs these tests against its instrumented scheduler.
+std::string exe(const char* env, const char* built) {
+  const char* override_path = std::getenv(env);
+  return override_path && *override_path ? override_path : built;
+}
+}  // namespace
+
+std::string monitor_exe() { return exe("TIMEWARP_TEST_MONITOR_EXE", TW_MONITOR_EXE); }
+std::string scheduler_exe() { return exe("TIMEWARP_TEST_SCHEDULER_EXE", TW_SCHEDULER_EXE); }
+std::string archiver_exe() { return exe("TIMEWARP_TEST_ARCHIVER_EXE", TW_ARCHIVER_EXE); }
+std::string cli_exe() { return exe("TIMEWARP_TEST_CLI_EXE", TW_CLI_EXE); }
+std::string fake_archiver_exe() { return exe("TIMEWARP_TEST_FAKE_ARCHIVER_EXE", TW_FAKE_ARCHIVER_EXE); }
 
 void write_file(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::create_directories(path.parent_path());
