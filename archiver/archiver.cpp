@@ -17,7 +17,8 @@ std::uint64_t cpu_us_now() {
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
   const auto us = [](const struct timeval& tv) {
-    return static_cast<std::uint64_t>(tv.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(tv.tv_usec);
+    return static_cast<std::uint64_t>(tv.tv_sec) * 1'000'000 +
+           static_cast<std::uint64_t>(tv.tv_usec);
   };
   return us(usage.ru_utime) + us(usage.ru_stime);
 }
@@ -55,10 +56,18 @@ Response RequestHandler::handle(const Request& request) {
   ArchiveResult result;
   try {
     switch (request.op) {
-      case Op::Update: result = store_->update(*path); break;
-      case Op::Stat: result = store_->stat(*path); break;
-      case Op::Delete: result = store_->remove(*path); break;
-      case Op::Move: result = store_->move(*path, *dest); break;
+      case Op::Update:
+        result = store_->update(*path);
+        break;
+      case Op::Stat:
+        result = store_->stat(*path);
+        break;
+      case Op::Delete:
+        result = store_->remove(*path);
+        break;
+      case Op::Move:
+        result = store_->move(*path, *dest);
+        break;
     }
   } catch (const std::exception& e) {
     // Only resource exhaustion (bad_alloc) or a bug gets here; the item may succeed later.
@@ -68,7 +77,8 @@ Response RequestHandler::handle(const Request& request) {
   if (result.outcome != Outcome::Complete) {
     spdlog::log(result.outcome == Outcome::FailedRetry ? spdlog::level::warn : spdlog::level::info,
                 "item {} {} {}: {} ({})", request.id, to_string(request.op), request.path,
-                result.message, result.outcome == Outcome::FailedRetry ? "will retry" : "permanent");
+                result.message,
+                result.outcome == Outcome::FailedRetry ? "will retry" : "permanent");
     return failure(request.id, result.outcome, std::move(result.message));
   }
   spdlog::debug("item {} {} {}: {} bytes added, {} us CPU", request.id, to_string(request.op),

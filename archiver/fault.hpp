@@ -26,7 +26,7 @@ inline Fault permanent(std::string message) {
 template <class T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Expected(Fault fault) : v_(std::move(fault)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }

@@ -39,11 +39,11 @@ std::optional<Int> to_int(std::string_view text, int base = 10) {
 }
 
 std::string format_version(const Version& v) {
-  std::string line = fmt::format("v\t{}\tat={}\top={}\tsize={}\tsha256={}\tmode={:o}\tuid={}\tgid={}"
-                                 "\tmtime={}",
-                                 v.number, v.archived_at_ns, to_string(v.op), v.size,
-                                 v.sha256.empty() ? "-" : v.sha256, v.mode, v.uid, v.gid,
-                                 v.mtime_ns);
+  std::string line = fmt::format(
+      "v\t{}\tat={}\top={}\tsize={}\tsha256={}\tmode={:o}\tuid={}\tgid={}"
+      "\tmtime={}",
+      v.number, v.archived_at_ns, to_string(v.op), v.size, v.sha256.empty() ? "-" : v.sha256,
+      v.mode, v.uid, v.gid, v.mtime_ns);
   if (!v.link_target.empty()) line += "\tlink=" + escape_bytes(v.link_target);
   if (!v.moved_from.empty()) line += "\tfrom=" + escape_bytes(v.moved_from);
   if (!v.moved_to.empty()) line += "\tto=" + escape_bytes(v.moved_to);
@@ -56,17 +56,27 @@ Result<Version> parse_version(std::string_view line, std::uint64_t expected_numb
   if (fields.size() < 2 || fields[0] != "v") return Error{"not a version line"};
   const auto number = to_int<std::uint64_t>(fields[1]);
   if (!number || *number != expected_number) {
-    return Error{fmt::format("version number {} where {} was expected", fields[1],
-                             expected_number)};
+    return Error{
+        fmt::format("version number {} where {} was expected", fields[1], expected_number)};
   }
   Version v;
   v.number = *number;
   unsigned seen = 0;
-  enum : unsigned { kAt = 1, kOp = 2, kSize = 4, kSha = 8, kMode = 16, kUid = 32, kGid = 64,
-                    kMtime = 128, kAll = 255 };
+  enum : unsigned {
+    kAt = 1,
+    kOp = 2,
+    kSize = 4,
+    kSha = 8,
+    kMode = 16,
+    kUid = 32,
+    kGid = 64,
+    kMtime = 128,
+    kAll = 255
+  };
   for (std::size_t i = 2; i < fields.size(); ++i) {
     const auto eq = fields[i].find('=');
-    if (eq == std::string_view::npos) return Error{fmt::format("field without '=' in version {}", v.number)};
+    if (eq == std::string_view::npos)
+      return Error{fmt::format("field without '=' in version {}", v.number)};
     const std::string_view key = fields[i].substr(0, eq);
     const std::string_view value = fields[i].substr(eq + 1);
     const auto bad = [&] { return Error{fmt::format("bad {} in version {}", key, v.number)}; };
@@ -144,7 +154,8 @@ std::string serialize_history(const History& history) {
 }
 
 Result<History> parse_history(std::string_view text) {
-  if (text.substr(0, kHeader.size()) != kHeader) return Error{"missing 'timewarp-history 1' header"};
+  if (text.substr(0, kHeader.size()) != kHeader)
+    return Error{"missing 'timewarp-history 1' header"};
   if (text.empty() || text.back() != '\n') return Error{"truncated (no final newline)"};
   const auto end_at = text.rfind("end\t");
   if (end_at == std::string_view::npos || (end_at > 0 && text[end_at - 1] != '\n')) {

@@ -1,6 +1,8 @@
 // timewarp-archiver: reads request lines on stdin, archives each item into the backup
 // root, and writes one response line per request on stdout (DESIGN.md, "The scheduler <->
 // archiver interface"). Logs go to stderr only.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,10 +12,11 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "archiver/archiver.hpp"
 #include "archiver/disk.hpp"
@@ -25,10 +28,19 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
+// Self-pipe: the handler writes a byte so that a poll on stdin wakes up even if the signal
+// lands between the flag check and the wait.
+int g_wake_pipe[2] = {-1, -1};
 
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  const int saved = errno;
+  g_stop.store(true);
+  [[maybe_unused]] const ssize_t n = ::write(g_wake_pipe[1], "x", 1);
+  errno = saved;
+}
 
 void install_signal_handlers() {
+  if (::pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed");
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -78,10 +90,16 @@ class LineReader {
         scan_from_ = buffer_.size();
       }
       if (g_stop.load()) return Status::Stopped;
+      struct pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return Status::Error;
+      }
+      if (fds[0].revents == 0) continue;  // woken by a signal
       char chunk[64 * 1024];
       const ssize_t n = ::read(fd_, chunk, sizeof chunk);
       if (n < 0) {
-        if (errno == EINTR) continue;
+        if (errno == EINTR || errno == EAGAIN) continue;
         return Status::Error;
       }
       if (n == 0) {

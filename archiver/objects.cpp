@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -16,7 +17,9 @@ namespace tw::archive {
 namespace {
 
 constexpr std::size_t kReadBuffer = 256 * 1024;
-constexpr int kCompressionLevel = 3;
+// Level 1: about twice the speed of the default level 3 for ~10% more bytes; the archiver
+// shares small machines with the work it backs up (bench/archive).
+constexpr int kCompressionLevel = 1;
 
 struct CCtxFree {
   void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
@@ -124,7 +127,9 @@ Expected<StoredContent> ObjectStore::read_source(int fd, std::uint64_t expected_
                                                  const std::string& shown_path, bool compress) {
   in_.resize(kReadBuffer);
   out_.resize(ZSTD_CStreamOutSize());
-  const auto changed = [&] { return retry(fmt::format("changed while being read: {}", shown_path)); };
+  const auto changed = [&] {
+    return retry(fmt::format("changed while being read: {}", shown_path));
+  };
   std::unique_ptr<ZSTD_CCtx, CCtxFree> cctx;
   UniqueFd temp_fd;
   std::string temp_path;
@@ -171,20 +176,57 @@ Expected<StoredContent> ObjectStore::read_source(int fd, std::uint64_t expected_
       if (finished) return Ok{};
     }
   };
-  while (true) {
-    if (cancelled_ && cancelled_()) return retry("cancelled");
-    const long n = read_some(fd, in_.data(), in_.size());
-    if (n < 0) {
-      return errno_fault(static_cast<int>(-n), Side::Source, fmt::format("reading {}", shown_path));
+  const auto consume = [&](const char* data, std::size_t n) -> Done {
+    sha.update(data, n);
+    total += n;
+    if (!compress) return Ok{};
+    ZSTD_inBuffer input{data, n, 0};
+    return drain(input, ZSTD_e_continue);
+  };
+  // Walks the file region by region: holes (found with SEEK_DATA/SEEK_HOLE) are fed as
+  // zeros without reading them, data is read with pread.
+  bool sparse_aware = true;
+  while (total < expected_size) {
+    const off_t pos = static_cast<off_t>(total);
+    off_t region_end = static_cast<off_t>(expected_size);
+    bool hole = false;
+    if (sparse_aware) {
+      const off_t data = ::lseek(fd, pos, SEEK_DATA);
+      if (data < 0 && errno == ENXIO) {
+        hole = true;  // no data after pos
+      } else if (data < 0) {
+        sparse_aware = false;  // not supported here: read everything
+      } else if (data > pos) {
+        hole = true;
+        region_end = std::min(region_end, data);
+      } else {
+        const off_t hole_at = ::lseek(fd, pos, SEEK_HOLE);
+        if (hole_at > pos) region_end = std::min(region_end, hole_at);
+      }
     }
-    if (n == 0) break;
-    total += static_cast<std::uint64_t>(n);
-    if (total > expected_size) return changed();
-    sha.update(in_.data(), static_cast<std::size_t>(n));
-    if (compress) {
-      ZSTD_inBuffer input{in_.data(), static_cast<std::size_t>(n), 0};
-      if (auto done = drain(input, ZSTD_e_continue); !done) return done.fault();
+    while (static_cast<off_t>(total) < region_end) {
+      if (cancelled_ && cancelled_()) return retry("cancelled");
+      const std::size_t want = static_cast<std::size_t>(
+          std::min<off_t>(region_end - static_cast<off_t>(total), static_cast<off_t>(in_.size())));
+      if (hole) {
+        std::memset(in_.data(), 0, want);
+        if (auto done = consume(in_.data(), want); !done) return done.fault();
+        continue;
+      }
+      const ssize_t n = ::pread(fd, in_.data(), want, static_cast<off_t>(total));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno_fault(errno, Side::Source, fmt::format("reading {}", shown_path));
+      }
+      if (n == 0) return changed();  // shorter than it was
+      if (auto done = consume(in_.data(), static_cast<std::size_t>(n)); !done) return done.fault();
     }
+  }
+  {
+    char extra = 0;
+    const ssize_t n = ::pread(fd, &extra, 1, static_cast<off_t>(total));
+    if (n < 0) return errno_fault(errno, Side::Source, fmt::format("reading {}", shown_path));
+    if (n > 0) return changed();  // longer than it was
   }
   if (total != expected_size) return changed();
   StoredContent content{sha.hex_digest(), total, 0};
@@ -214,8 +256,8 @@ Result<std::uint64_t> ObjectStore::extract(const std::string& sha256, int out_fd
   const std::string file = path_of(sha256);
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
-    return Error{fmt::format("object {} {}", sha256,
-                             errno == ENOENT ? "is missing" : std::strerror(errno))};
+    return Error{
+        fmt::format("object {} {}", sha256, errno == ENOENT ? "is missing" : std::strerror(errno))};
   }
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   auto result = decompress_fd(fd.get(), sha256, out_fd, sparse, cancelled_);

@@ -65,9 +65,10 @@ class Restorer {
         if (armed) ::unlinkat(dir, name.c_str(), 0);
       }
     } cleanup{dir_fd, temp};
-    const struct timespec times[2] = {
-        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)},
-        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)}};
+    const struct timespec times[2] = {{static_cast<time_t>(v.mtime_ns / 1'000'000'000),
+                                       static_cast<long>(v.mtime_ns % 1'000'000'000)},
+                                      {static_cast<time_t>(v.mtime_ns / 1'000'000'000),
+                                       static_cast<long>(v.mtime_ns % 1'000'000'000)}};
     if (v.is_symlink()) {
       if (::symlinkat(v.link_target.c_str(), dir_fd, temp.c_str()) != 0) {
         cleanup.armed = false;
@@ -88,13 +89,14 @@ class Restorer {
       auto written = objects_.extract(v.sha256, fd.get(), true);
       if (!written) return Error{fmt::format("{}: {}", shown(target), written.error())};
       if (*written != v.size) {
-        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}",
-                                 shown(target), v.sha256, *written, v.size)};
+        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}", shown(target),
+                                 v.sha256, *written, v.size)};
       }
       if (options_.restore_owner && ::fchown(fd.get(), v.uid, v.gid) != 0) {
         return sys_error("cannot set the owner of", target);
       }
-      if (::fchmod(fd.get(), v.mode & 07777) != 0) return sys_error("cannot set the mode of", target);
+      if (::fchmod(fd.get(), v.mode & 07777) != 0)
+        return sys_error("cannot set the mode of", target);
       if (::futimens(fd.get(), times) != 0) return sys_error("cannot set the times of", target);
       if (::fsync(fd.get()) != 0) return sys_error("cannot sync", target);
     }
@@ -123,9 +125,10 @@ class Restorer {
       return sys_error("cannot set the owner of", target);
     }
     if (::fchmod(fd, v.mode & 07777) != 0) return sys_error("cannot set the mode of", target);
-    const struct timespec times[2] = {
-        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)},
-        {static_cast<time_t>(v.mtime_ns / 1'000'000'000), static_cast<long>(v.mtime_ns % 1'000'000'000)}};
+    const struct timespec times[2] = {{static_cast<time_t>(v.mtime_ns / 1'000'000'000),
+                                       static_cast<long>(v.mtime_ns % 1'000'000'000)},
+                                      {static_cast<time_t>(v.mtime_ns / 1'000'000'000),
+                                       static_cast<long>(v.mtime_ns % 1'000'000'000)}};
     if (::futimens(fd, times) != 0) return sys_error("cannot set the times of", target);
     return Ok{};
   }
@@ -149,8 +152,8 @@ Result<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, 
     if (create && ::mkdirat(current.get(), parts[i].c_str(), 0777) != 0 && errno != EEXIST) {
       return Error{fmt::format("cannot create directory {}: {}", where, std::strerror(errno))};
     }
-    UniqueFd next(::openat(current.get(), parts[i].c_str(),
-                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        ::openat(current.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) {
       if (errno == ELOOP || errno == ENOTDIR) {
         return Error{fmt::format("{} is not a directory (a file or symlink is in the way)", where)};
@@ -198,19 +201,24 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   if (own != nullptr && !own->exists()) {
     if (options.which.number) {
       return Error{fmt::format("version {} of {} records that it stopped existing there ({})",
-                               own->number, shown(path), own->op == Op::Delete ? "deleted" : "moved away")};
+                               own->number, shown(path),
+                               own->op == Op::Delete ? "deleted" : "moved away")};
     }
-    const std::string gone = fmt::format(
-        "{} at {}{}", own->op == Op::Delete ? "deleted" : "moved away",
-        format_time_ns(own->archived_at_ns), own->moved_to.empty() ? "" : " to " + shown(own->moved_to));
+    const std::string gone =
+        fmt::format("{} at {}{}", own->op == Op::Delete ? "deleted" : "moved away",
+                    format_time_ns(own->archived_at_ns),
+                    own->moved_to.empty() ? "" : " to " + shown(own->moved_to));
     if (!options.which.at_ns) {
-      return Error{fmt::format("{} no longer exists ({}); pick an earlier one with --at or --version",
-                               shown(path), gone)};
+      return Error{
+          fmt::format("{} no longer exists ({}); pick an earlier one with --at or --version",
+                      shown(path), gone)};
     }
-    return Error{fmt::format("{} did not exist {} ({})", shown(path), when(options.which, at_limit), gone)};
+    return Error{
+        fmt::format("{} did not exist {} ({})", shown(path), when(options.which, at_limit), gone)};
   }
   if (own == nullptr && !has_descendants) {
-    if (history->versions.empty()) return Error{fmt::format("{} is not in the archive", shown(path))};
+    if (history->versions.empty())
+      return Error{fmt::format("{} is not in the archive", shown(path))};
     return Error{fmt::format("{} did not exist {} (first archived at {})", shown(path),
                              when(options.which, at_limit),
                              format_time_ns(history->versions.front().archived_at_ns))};
@@ -237,7 +245,9 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
     UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) return Error{fmt::format("cannot open directory {}: {}", shown(parent), std::strerror(errno))};
+    if (!dir)
+      return Error{
+          fmt::format("cannot open directory {}: {}", shown(parent), std::strerror(errno))};
     while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
     report.destination = parent == "/" ? "/" + name : parent + "/" + name;
     if (auto placed = restorer.place(dir.get(), name, *own, report.destination); !placed) {
@@ -311,10 +321,11 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     if (entry.version.is_directory()) {
       if (::mkdirat(parent->get(), name.c_str(), 0700) != 0) {
         struct stat existing {};
-        if (errno != EEXIST || ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
+        if (errno != EEXIST ||
+            ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(existing.st_mode)) {
-          report.problems.push_back(
-              fmt::format("cannot create directory {}: a file or link is in the way", shown(target)));
+          report.problems.push_back(fmt::format(
+              "cannot create directory {}: a file or link is in the way", shown(target)));
           continue;
         }
       }
@@ -336,12 +347,14 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       report.problems.push_back(fd.error());
       continue;
     }
-    if (auto applied = restorer.apply_directory_metadata(fd->get(), entry.version, target); !applied) {
+    if (auto applied = restorer.apply_directory_metadata(fd->get(), entry.version, target);
+        !applied) {
       report.problems.push_back(applied.error());
     }
   }
   if (report.files + report.symlinks + report.directories == 0 && report.problems.empty()) {
-    return Error{fmt::format("nothing under {} existed {}", shown(path), when(options.which, at_limit))};
+    return Error{
+        fmt::format("nothing under {} existed {}", shown(path), when(options.which, at_limit))};
   }
   return report;
 }

@@ -1,8 +1,8 @@
 #include "archiver/sha256.hpp"
 
-#include <openssl/evp.h>
-
 #include <stdexcept>
+
+#include <openssl/evp.h>
 
 namespace tw::archive {
 

@@ -19,6 +19,7 @@
 #include "archiver/sha256.hpp"
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
+#include "common/escape.hpp"
 
 namespace tw::archive {
 namespace {
@@ -75,26 +76,24 @@ Store::Impl::Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_
 
 std::string Store::Impl::key_of(std::string_view path) { return sha256_hex(path); }
 
-std::string Store::Impl::node_dir(std::string_view path) const {
-  const std::string key = key_of(path);
+std::string Store::Impl::node_base(std::string_view key) const {
   return fmt::format("{}/nodes/{}/{}", root, key.substr(0, 2), key);
 }
 
-Result<History> Store::Impl::read_history(std::string_view path) const {
-  const std::string file = history_file(path);
+Result<History> Store::Impl::read_history_file(const std::string& file) {
   std::string text;
   {
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd) {
-      if (errno == ENOENT) return History{std::string(path), {}};
+      if (errno == ENOENT) return History{};
       return Error{fmt::format("cannot open history {}: {}", file, std::strerror(errno))};
     }
     char buffer[64 * 1024];
     while (true) {
       const long n = read_some(fd.get(), buffer, sizeof buffer);
       if (n < 0) {
-        return Error{fmt::format("cannot read history {}: {}", file,
-                                 std::strerror(static_cast<int>(-n)))};
+        return Error{
+            fmt::format("cannot read history {}: {}", file, std::strerror(static_cast<int>(-n)))};
       }
       if (n == 0) break;
       text.append(buffer, static_cast<std::size_t>(n));
@@ -102,11 +101,44 @@ Result<History> Store::Impl::read_history(std::string_view path) const {
   }
   auto history = parse_history(text);
   if (!history) return Error{fmt::format("damaged history {}: {}", file, history.error())};
+  return history;
+}
+
+Result<History> Store::Impl::read_history(std::string_view path) const {
+  const std::string file = history_file(path);
+  auto history = read_history_file(file);
+  if (!history) return history;
+  if (history->path.empty()) return History{std::string(path), {}};  // no history yet
   if (history->path != path) {
-    return Error{fmt::format("damaged history {}: it is for {}, not {}", file,
-                             shown(history->path), shown(path))};
+    return Error{fmt::format("damaged history {}: it is for {}, not {}", file, shown(history->path),
+                             shown(path))};
   }
   return history;
+}
+
+std::optional<std::string> Store::Impl::path_of_key(std::string_view key) const {
+  const std::string base = node_base(key);
+  if (auto named = read_small_file(base + ".path", PATH_MAX * 4); named)
+    return std::move(named.value());
+  // Only the history's first two lines are needed for its name; verify checks the rest.
+  UniqueFd fd(::open((base + ".history").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return std::nullopt;
+  std::string head;
+  char buffer[16 * 1024];
+  constexpr std::string_view kPathLine = "timewarp-history 1\npath\t";
+  while (head.size() < 64 * 1024) {
+    const long n = read_some(fd.get(), buffer, sizeof buffer);
+    if (n <= 0) break;
+    head.append(buffer, static_cast<std::size_t>(n));
+    if (head.find('\n', kPathLine.size()) != std::string::npos) break;
+  }
+  const auto end = head.find('\n', kPathLine.size());
+  if (head.compare(0, kPathLine.size(), kPathLine) != 0 || end == std::string::npos) {
+    return std::nullopt;
+  }
+  auto path = unescape_bytes(std::string_view(head).substr(kPathLine.size(), end - kPathLine.size()));
+  if (!path || path->empty() || (*path)[0] != '/' || key_of(*path) != key) return std::nullopt;
+  return path;
 }
 
 Expected<History> Store::Impl::load_history(std::string_view path) const {
@@ -119,32 +151,31 @@ Expected<std::uint64_t> Store::Impl::save_history(const History& history) {
   return disk.write_file(history_file(history.path), serialize_history(history));
 }
 
-Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path) {
-  const std::string dir = node_dir(path);
+Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool leaf) {
+  const std::string base = node_of(path);
   const bool is_root = path == "/";
   const std::string parent = parent_path(path);
-  const std::string marker = is_root ? std::string() : node_dir(parent) + "/children/" + key_of(path);
-  if (path_exists(dir + "/path") && (is_root || path_exists(marker))) return std::uint64_t{0};
+  const std::string marker =
+      is_root ? std::string() : node_of(parent) + ".children/" + key_of(path);
+  const bool named = path_exists(base + ".history") || path_exists(base + ".path");
+  if ((named || leaf) && (is_root || path_exists(marker))) return std::uint64_t{0};
   std::uint64_t bytes = 0;
   if (!is_root) {
-    auto up = ensure_node(parent);
+    auto up = ensure_node(parent, false);
     if (!up) return up.fault();
     bytes += *up;
   }
-  const std::string bucket = dir_of(dir);
+  const std::string bucket = dir_of(base);
   if (!path_exists(bucket)) {
     if (auto made = disk.make_dir(bucket); !made) return made.fault();
   }
-  if (!path_exists(dir)) {
-    if (auto made = disk.make_dir(dir); !made) return made.fault();
-  }
-  if (!path_exists(dir + "/path")) {
-    auto written = disk.write_file(dir + "/path", path);
+  if (!leaf && !named) {
+    auto written = disk.write_file(base + ".path", path);
     if (!written) return written.fault();
     bytes += *written;
   }
   if (!is_root) {
-    const std::string children = node_dir(parent) + "/children";
+    const std::string children = node_of(parent) + ".children";
     if (!path_exists(children)) {
       if (auto made = disk.make_dir(children); !made) return made.fault();
     }
@@ -154,11 +185,16 @@ Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path) {
 }
 
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
-  const std::string file = node_dir(path) + "/lock";
+  const std::string bucket = dir_of(node_of(path));
+  if (!path_exists(bucket)) {
+    if (auto made = disk.make_dir(bucket); !made) return made.fault();
+  }
+  const std::string file = node_of(path) + ".lock";
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown(file)));
   while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return errno_fault(errno, Side::Archive, fmt::format("locking {}", shown(file)));
+    if (errno != EINTR)
+      return errno_fault(errno, Side::Archive, fmt::format("locking {}", shown(file)));
     if (cancelled()) return retry("cancelled");
   }
   return NodeLock(std::move(fd));
@@ -166,7 +202,7 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
 
 Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path) const {
   std::vector<std::string> children;
-  const std::string dir = node_dir(path) + "/children";
+  const std::string dir = node_of(path) + ".children";
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
     if (errno == ENOENT) return children;
@@ -176,16 +212,14 @@ Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path)
   while (const dirent* entry = ::readdir(d)) {
     const std::string_view key = entry->d_name;
     if (!is_sha256_hex(key)) continue;
-    const std::string file = fmt::format("{}/nodes/{}/{}/path", root, key.substr(0, 2), key);
-    auto child = read_small_file(file, PATH_MAX * 4);
-    if (!child) continue;  // cannot happen: a marker is made after its node
-    children.push_back(std::move(child.value()));
+    // A marker whose node has no name yet was left by an interrupted first archiving.
+    if (auto child = path_of_key(key)) children.push_back(std::move(*child));
   }
   return children;
 }
 
 Expected<std::uint64_t> Store::Impl::record(const std::string& path, Version version) {
-  auto node_bytes = ensure_node(path);
+  auto node_bytes = ensure_node(path, true);
   if (!node_bytes) return node_bytes.fault();
   auto lock = lock_node(path);
   if (!lock) return lock.fault();
@@ -284,7 +318,8 @@ Expected<std::uint64_t> Store::Impl::archive(std::string_view raw, Op op) {
     target.resize(static_cast<std::size_t>(n));
     v.link_target = std::move(target);
     v.size = v.link_target.size();
-    if (op == Op::Stat && !(live != nullptr && live->is_symlink() && live->link_target == v.link_target)) {
+    if (op == Op::Stat &&
+        !(live != nullptr && live->is_symlink() && live->link_target == v.link_target)) {
       v.op = Op::Update;
     }
   } else if (S_ISDIR(st.st_mode)) {
@@ -300,7 +335,7 @@ Expected<std::uint64_t> Store::Impl::archive(std::string_view raw, Op op) {
 
 Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir) const {
   std::vector<std::string> paths;
-  if (!path_exists(node_dir(dir) + "/path")) return paths;
+  if (!path_exists(node_of(dir) + ".path") && !path_exists(node_of(dir) + ".history")) return paths;
   std::deque<std::string> pending{std::string(dir)};
   while (!pending.empty()) {
     std::string path = std::move(pending.front());
@@ -341,19 +376,19 @@ Expected<std::uint64_t> Store::Impl::remove(std::string_view raw) {
 }
 
 Expected<Store::Impl::MoveStep> Store::Impl::move_one(const std::string& from,
-                                                      const std::string& to,
-                                                      std::uint64_t& bytes) {
+                                                      const std::string& to, std::uint64_t& bytes) {
   // A look without the lock first, so nothing is created for paths with nothing to move.
   {
     auto peek = load_history(from);
     if (!peek) return peek.fault();
     if (peek->live() == nullptr) {
       const Version* last = peek->latest();
-      if (last != nullptr && last->op == Op::Move && last->moved_to == to) return MoveStep::AlreadyMoved;
+      if (last != nullptr && last->op == Op::Move && last->moved_to == to)
+        return MoveStep::AlreadyMoved;
       return MoveStep::NothingToMove;
     }
   }
-  auto node_bytes = ensure_node(to);
+  auto node_bytes = ensure_node(to, true);
   if (!node_bytes) return node_bytes.fault();
   bytes += *node_bytes;
   // Both locks, in key order so two movers cannot deadlock.
@@ -368,7 +403,8 @@ Expected<Store::Impl::MoveStep> Store::Impl::move_one(const std::string& from,
   const Version* live = source->live();
   if (live == nullptr) {
     const Version* last = source->latest();
-    if (last != nullptr && last->op == Op::Move && last->moved_to == to) return MoveStep::AlreadyMoved;
+    if (last != nullptr && last->op == Op::Move && last->moved_to == to)
+      return MoveStep::AlreadyMoved;
     return MoveStep::NothingToMove;
   }
   auto target = load_history(to);
@@ -439,12 +475,14 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
     bool empty = true;
     for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
       const auto name = entry.path().filename().string();
-      if (name != "tmp" && name != "objects" && name != "nodes") empty = false;
+      if (name != "tmp" && name != "objects" && name != "nodes" && name != "FORMAT") empty = false;
     }
     if (ec) return Error{fmt::format("cannot read backup root {}: {}", root, ec.message())};
     if (!empty) {
-      return Error{fmt::format("backup root {} is not empty and not a TimeWarp archive (no FORMAT "
-                               "file); refusing to write into it", root)};
+      return Error{
+          fmt::format("backup root {} is not empty and not a TimeWarp archive (no FORMAT "
+                      "file); refusing to write into it",
+                      root)};
     }
   }
   auto impl = std::make_unique<Impl>(root, mode, std::move(hooks));
@@ -475,9 +513,15 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   return Store(std::move(impl));
 }
 
-ArchiveResult Store::update(std::string_view path) { return to_archive_result(impl_->archive(path, Op::Update)); }
-ArchiveResult Store::stat(std::string_view path) { return to_archive_result(impl_->archive(path, Op::Stat)); }
-ArchiveResult Store::remove(std::string_view path) { return to_archive_result(impl_->remove(path)); }
+ArchiveResult Store::update(std::string_view path) {
+  return to_archive_result(impl_->archive(path, Op::Update));
+}
+ArchiveResult Store::stat(std::string_view path) {
+  return to_archive_result(impl_->archive(path, Op::Stat));
+}
+ArchiveResult Store::remove(std::string_view path) {
+  return to_archive_result(impl_->remove(path));
+}
 ArchiveResult Store::move(std::string_view from, std::string_view to) {
   return to_archive_result(impl_->move(from, to));
 }

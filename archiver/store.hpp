@@ -18,18 +18,18 @@ namespace tw::archive {
 
 // One entry of a path's history. Paths and link targets are raw bytes.
 struct Version {
-  std::uint64_t number = 0;        // 1, 2, 3... per path
+  std::uint64_t number = 0;         // 1, 2, 3... per path
   std::int64_t archived_at_ns = 0;  // when it was archived (UTC, ns since the epoch)
   Op op = Op::Update;
-  std::uint64_t size = 0;          // file bytes, or link target length
-  std::string sha256;              // hex digest of the content; empty when none
-  std::uint32_t mode = 0;          // st_mode with the type bits; 0 for tombstones
+  std::uint64_t size = 0;  // file bytes, or link target length
+  std::string sha256;      // hex digest of the content; empty when none
+  std::uint32_t mode = 0;  // st_mode with the type bits; 0 for tombstones
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::int64_t mtime_ns = 0;
-  std::string link_target;         // symlinks only
-  std::string moved_from;          // a MOVE version at the new path: the old path
-  std::string moved_to;            // a MOVE tombstone at the old path: the new path
+  std::string link_target;  // symlinks only
+  std::string moved_from;   // a MOVE version at the new path: the old path
+  std::string moved_to;     // a MOVE tombstone at the old path: the new path
 
   // False for tombstones: a DELETE, or the MOVE recorded at the path a file left.
   bool exists() const { return op != Op::Delete && !(op == Op::Move && !moved_to.empty()); }
@@ -65,13 +65,13 @@ struct VersionSelector {
 
 struct RestoreOptions {
   VersionSelector which;
-  std::string destination;      // empty: the original path
-  bool overwrite = false;       // replace existing files (never a directory by a file)
-  bool restore_owner = false;   // chown to the archived uid/gid (needs root)
+  std::string destination;     // empty: the original path
+  bool overwrite = false;      // replace existing files (never a directory by a file)
+  bool restore_owner = false;  // chown to the archived uid/gid (needs root)
 };
 
 struct RestoreReport {
-  std::string destination;      // where PATH itself went
+  std::string destination;  // where PATH itself went
   std::uint64_t files = 0;
   std::uint64_t symlinks = 0;
   std::uint64_t directories = 0;
@@ -85,7 +85,7 @@ struct VerifyReport {
   std::uint64_t histories = 0;
   std::uint64_t versions = 0;
   std::uint64_t unreferenced_objects = 0;  // left by interrupted work; harmless
-  std::vector<std::string> problems;  // one line each: damaged objects and who uses them
+  std::vector<std::string> problems;       // one line each: damaged objects and who uses them
   bool ok() const { return problems.empty(); }
 };
 

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,18 +45,23 @@ struct Store::Impl {
 
   bool cancelled() const { return hooks.cancelled && hooks.cancelled(); }
 
-  // Nodes: <root>/nodes/<kk>/<sha256 of the raw path>/ holding `path`, `history`,
-  // `lock` and `children/<child key>` markers.
+  // Nodes: <root>/nodes/<kk>/<key>.history, .path, .lock and .children/<child key>, where
+  // key is the SHA-256 of the raw path (FORMAT.md, "Layout").
   static std::string key_of(std::string_view path);
-  std::string node_dir(std::string_view path) const;
-  std::string history_file(std::string_view path) const { return node_dir(path) + "/history"; }
+  std::string node_base(std::string_view key) const;
+  std::string node_of(std::string_view path) const { return node_base(key_of(path)); }
+  std::string history_file(std::string_view path) const { return node_of(path) + ".history"; }
+  // The path a node stands for (from its .path file, else its history), if it has one.
+  std::optional<std::string> path_of_key(std::string_view key) const;
 
   // The history of `path` (empty when none). Errors name the damaged file.
   Result<History> read_history(std::string_view path) const;
+  static Result<History> read_history_file(const std::string& file);
   Expected<History> load_history(std::string_view path) const;
   Expected<std::uint64_t> save_history(const History& history);
-  // Creates the node of `path` and of every ancestor, each linked from its parent.
-  Expected<std::uint64_t> ensure_node(std::string_view path);
+  // Links `path` and every ancestor from its parent's .children. A `leaf` is about to get
+  // a history (which names it); other nodes get a .path file.
+  Expected<std::uint64_t> ensure_node(std::string_view path, bool leaf);
   Expected<NodeLock> lock_node(std::string_view path);
   Result<std::vector<std::string>> child_paths(std::string_view path) const;
   // `dir` and every archived path beneath it (nodes only; sorted). Empty when unknown.
@@ -67,8 +73,7 @@ struct Store::Impl {
   Expected<std::uint64_t> remove(std::string_view raw);
   Expected<std::uint64_t> move(std::string_view raw_from, std::string_view raw_to);
   enum class MoveStep { Moved, AlreadyMoved, NothingToMove };
-  Expected<MoveStep> move_one(const std::string& from, const std::string& to,
-                              std::uint64_t& bytes);
+  Expected<MoveStep> move_one(const std::string& from, const std::string& to, std::uint64_t& bytes);
 };
 
 ArchiveResult to_archive_result(const Expected<std::uint64_t>& result);

@@ -6,6 +6,7 @@
 #include <climits>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -57,51 +58,81 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
   std::map<std::string, std::vector<std::string>> users;  // digest -> "path vN"
   bool failed = false;
 
-  // Histories.
+  // Nodes and histories.
   const std::string nodes = root + "/nodes";
   for (const auto& bucket : list_dir(nodes, &failed)) {
     if (!is_bucket(bucket)) {
       report.problems.push_back(fmt::format("unexpected entry nodes/{}", shown(bucket)));
       continue;
     }
-    for (const auto& key : list_dir(nodes + "/" + bucket)) {
-      const std::string dir = nodes + "/" + bucket + "/" + key;
-      if (!is_sha256_hex(key) || key.substr(0, 2) != bucket) {
-        report.problems.push_back(fmt::format("unexpected entry nodes/{}/{}", bucket, shown(key)));
+    std::map<std::string, std::vector<std::string>> keys;  // key -> suffixes present
+    for (const auto& name : list_dir(nodes + "/" + bucket)) {
+      const auto dot = name.find('.');
+      const std::string key = name.substr(0, dot);
+      const std::string suffix = dot == std::string::npos ? std::string() : name.substr(dot);
+      if (!is_sha256_hex(key) || key.substr(0, 2) != bucket ||
+          (suffix != ".history" && suffix != ".path" && suffix != ".lock" &&
+           suffix != ".children")) {
+        report.problems.push_back(fmt::format("unexpected entry nodes/{}/{}", bucket, shown(name)));
         continue;
       }
-      auto path = read_small_file(dir + "/path", PATH_MAX * 4);
-      const bool has_history = path_exists(dir + "/history");
-      if (!path) {
-        // A node whose creation was interrupted before its name was written holds nothing.
-        if (has_history) report.problems.push_back(fmt::format("node {} has a history but no path file", dir));
-        continue;
+      keys[key].push_back(suffix);
+    }
+    for (const auto& entry : keys) {
+      const std::string& key = entry.first;
+      const std::vector<std::string>& suffixes = entry.second;
+      const auto has = [&suffixes](const char* s) {
+        return std::find(suffixes.begin(), suffixes.end(), s) != suffixes.end();
+      };
+      const std::string base = nodes + "/" + bucket + "/" + key;
+      std::optional<std::string> path;
+      if (has(".path")) {
+        auto named = read_small_file(base + ".path", PATH_MAX * 4);
+        if (!named || Impl::key_of(*named) != key) {
+          report.problems.push_back(fmt::format("damaged node name {}.path", base));
+          continue;
+        }
+        path = std::move(named.value());
       }
-      if (Impl::key_of(*path) != key) {
-        report.problems.push_back(fmt::format("node {} holds the path of another node ({})", dir, shown(*path)));
-        continue;
-      }
-      for (const auto& child : list_dir(dir + "/children")) {
-        if (!is_sha256_hex(child) ||
-            !path_exists(fmt::format("{}/{}/{}/path", nodes, child.substr(0, 2), child))) {
-          report.problems.push_back(fmt::format("node of {} lists a missing child {}", shown(*path), shown(child)));
+      if (has(".history")) {
+        auto history = Impl::read_history_file(base + ".history");
+        if (!history) {
+          report.problems.push_back(history.error());
+          continue;
+        }
+        if (Impl::key_of(history->path) != key || (path && *path != history->path)) {
+          report.problems.push_back(fmt::format(
+              "history {}.history is filed under the wrong key ({})", base, shown(history->path)));
+          continue;
+        }
+        path = history->path;
+        ++report.histories;
+        report.versions += history->versions.size();
+        for (const auto& v : history->versions) {
+          if (!v.sha256.empty())
+            users[v.sha256].push_back(fmt::format("{} v{}", shown(*path), v.number));
         }
       }
-      if (!has_history) continue;
-      auto history = impl_->read_history(*path);
-      if (!history) {
-        report.problems.push_back(history.error());
-        continue;
-      }
-      ++report.histories;
-      report.versions += history->versions.size();
-      for (const auto& v : history->versions) {
-        if (!v.sha256.empty()) users[v.sha256].push_back(fmt::format("{} v{}", shown(*path), v.number));
+      if (!has(".children")) continue;
+      for (const auto& child : list_dir(base + ".children")) {
+        if (!is_sha256_hex(child)) {
+          report.problems.push_back(
+              fmt::format("unexpected entry {}.children/{}", base, shown(child)));
+          continue;
+        }
+        // A child without a name yet was left by an interrupted first archiving: harmless.
+        const auto child_path = impl_->path_of_key(child);
+        if (child_path && path && parent_path(*child_path) != *path) {
+          report.problems.push_back(
+              fmt::format("{} is listed as a child of {}", shown(*child_path), shown(*path)));
+        }
       }
     }
   }
   if (failed) report.problems.push_back(fmt::format("cannot read {}", nodes));
-  if (progress) progress(fmt::format("checked {} histories with {} versions", report.histories, report.versions));
+  if (progress)
+    progress(
+        fmt::format("checked {} histories with {} versions", report.histories, report.versions));
 
   // Objects.
   failed = false;
@@ -118,7 +149,8 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
       }
       const std::string digest = name.size() == 68 ? name.substr(0, 64) : std::string();
       if (!is_sha256_hex(digest) || name.substr(64) != ".zst" || digest.substr(0, 2) != bucket) {
-        report.problems.push_back(fmt::format("unexpected file objects/{}/{}", bucket, shown(name)));
+        report.problems.push_back(
+            fmt::format("unexpected file objects/{}/{}", bucket, shown(name)));
         continue;
       }
       ++report.objects;

@@ -61,9 +61,9 @@ Result<ar::Store> open_store(const Config& config) {
 }
 
 std::string version_line(const ar::Version& v, const std::string& path) {
-  std::string line = fmt::format("{}\t{}\t{}\t{}\t{}\t{}", v.number, ar::format_time_ns(v.archived_at_ns),
-                                 to_string(v.op), v.size, v.sha256.empty() ? "-" : v.sha256,
-                                 escape_bytes(path));
+  std::string line =
+      fmt::format("{}\t{}\t{}\t{}\t{}\t{}", v.number, ar::format_time_ns(v.archived_at_ns),
+                  to_string(v.op), v.size, v.sha256.empty() ? "-" : v.sha256, escape_bytes(path));
   if (!v.link_target.empty()) line += "\tlink=" + escape_bytes(v.link_target);
   if (!v.moved_from.empty()) line += "\tfrom=" + escape_bytes(v.moved_from);
   if (!v.moved_to.empty()) line += "\tto=" + escape_bytes(v.moved_to);
@@ -96,8 +96,10 @@ int run_versions(const Config& config, const ArchiveArgs& args) {
   if (printed == 0) {
     auto within = store->paths_within(*path);
     if (within && within->size() > 1 && !args.recursive) {
-      return fail(kCmd, fmt::format("{} has no versions of its own; {} paths beneath it are archived "
-                                    "(use --recursive)", escape_bytes(*path), within->size() - 1));
+      return fail(kCmd,
+                  fmt::format("{} has no versions of its own; {} paths beneath it are archived "
+                              "(use --recursive)",
+                              escape_bytes(*path), within->size() - 1));
     }
     return fail(kCmd, fmt::format("{} is not in the archive", escape_bytes(*path)));
   }
@@ -139,7 +141,8 @@ int run_verify(const Config& config) {
   constexpr std::string_view kCmd = "verify";
   auto store = open_store(config);
   if (!store) return fail(kCmd, store.error(), 2);
-  const auto report = store->verify([](std::string_view line) { spdlog::info("verify: {}", line); });
+  const auto report =
+      store->verify([](std::string_view line) { spdlog::info("verify: {}", line); });
   for (const auto& problem : report.problems) std::cout << problem << "\n";
   std::cout << fmt::format("verified {} objects ({} unreferenced), {} histories, {} versions: {}\n",
                            report.objects, report.unreferenced_objects, report.histories,
@@ -160,9 +163,8 @@ void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& r
       ->required();
   versions->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
   versions->add_flag("-r,--recursive", args->recursive, "also every archived path beneath PATH");
-  versions->callback([&config, &run, args] {
-    run = [&config, args] { return run_versions(config, *args); };
-  });
+  versions->callback(
+      [&config, &run, args] { run = [&config, args] { return run_versions(config, *args); }; });
 
   auto* restore = app.add_subcommand(
       "restore", "restore PATH (a file, link or whole directory) as it was at a time or version");

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/archive_commands.hpp"
+#include "cli/control_commands.hpp"
 #include "cli/queue_commands.hpp"
 #include "common/config.hpp"
 #include "common/logging.hpp"
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   tw::cli::add_queue_commands(app, config, run);
   tw::add_archive_commands(app, config, run);
+  tw::cli::add_control_commands(app, config, run);
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
   if (config.log_level == "info") config.log_level = "warn";  // quiet unless asked
   tw::setup_logging("timewarp", config);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/status_commands.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 #include "db/connection.hpp"
@@ -106,42 +106,6 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
   return missing == 0 ? 0 : 1;
 }
 
-std::string age(std::optional<double> seconds) {
-  if (!seconds) return "-";
-  const auto s = static_cast<std::int64_t>(*seconds);
-  if (s < 60) return fmt::format("{:.1f}s", *seconds);
-  if (s < 3600) return fmt::format("{}m{:02d}s", s / 60, s % 60);
-  return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
-}
-
-int run_status(const Config& config) {
-  db::Connection conn(config.database);
-  db::Queue queue(conn);
-  const auto c = queue.counts();
-  std::cout << fmt::format(
-      "queue: {} claimable, {} delayed, {} dispatched, {} completed, {} failed\n", c.claimable,
-      c.delayed, c.dispatched, c.completed, c.failed);
-  std::cout << fmt::format("oldest waiting item: {}\n", age(c.oldest_claimable_age));
-  std::cout << fmt::format("completed in the last minute: {}; failed in the last hour: {}\n",
-                           c.completed_last_minute, c.failed_last_hour);
-  auto schedulers = conn.query(
-      R"(SELECT id, host, pid, archivers, busy_consumers, idle_consumers, busy_high_water,
-                batch_queue_length, batch_queue_high_water, items_done, items_failed,
-                extract(epoch FROM now() - heartbeat_at)::float8
-           FROM timewarp.schedulers WHERE stopped_at IS NULL ORDER BY id)");
-  for (int r = 0; r < schedulers.rows(); ++r) {
-    std::cout << fmt::format(
-        "scheduler {} on {} (pid {}): {} archivers ({} busy, {} idle, busiest {}), batch queue "
-        "{} (most {}), {} done, {} failed, heartbeat {} ago\n",
-        schedulers.text(r, 0), schedulers.text(r, 1), schedulers.text(r, 2), schedulers.text(r, 3),
-        schedulers.text(r, 4), schedulers.text(r, 5), schedulers.text(r, 6), schedulers.text(r, 7),
-        schedulers.text(r, 8), schedulers.text(r, 9), schedulers.text(r, 10),
-        age(schedulers.float8(r, 11)));
-  }
-  if (schedulers.rows() == 0) std::cout << "no scheduler running\n";
-  return 0;
-}
-
 }  // namespace
 
 void add_queue_commands(CLI::App& app, Config& config, std::function<int()>& run) {
@@ -158,8 +122,7 @@ void add_queue_commands(CLI::App& app, Config& config, std::function<int()>& run
       ->capture_default_str();
   enqueue->callback([&, options] { run = [&, options] { return run_enqueue(config, *options); }; });
 
-  auto* status = app.add_subcommand("status", "queue backlog, progress and schedulers");
-  status->callback([&] { run = [&] { return run_status(config); }; });
+  add_status_commands(app, config, run);
 }
 
 }  // namespace tw::cli

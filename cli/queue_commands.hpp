@@ -1,4 +1,5 @@
-// The operator tool's database commands: migrate, enqueue, status.
+// The operator tool's database commands: migrate and enqueue here; status, history,
+// failed, retry and prune through cli/status_commands.hpp. Not thread-safe: call from main.
 #pragma once
 
 #include <functional>

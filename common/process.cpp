@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <boost/process.hpp>
+#include <boost/process/extend.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -157,6 +158,20 @@ class BoostChild final : public ChildProcess {
   int status_ = -1;
 };
 
+// Runs in the child between fork and exec: a child starts with no blocked signals and
+// default SIGPIPE/SIGTERM handling, whatever its parent set up for itself (signal masks
+// and ignored signals survive exec).
+struct ResetSignals : bp::extend::handler {
+  template <class Executor>
+  void on_exec_setup(Executor&) const {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+  }
+};
+
 std::pair<UniqueFd, UniqueFd> cloexec_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -176,11 +191,12 @@ class BoostLauncher final : public Launcher {
     // child (dup2 clears close-on-exec there) and closes them in the parent once started.
     bp::pipe child_stdin(in_read.release(), -1);
     bp::pipe child_stdout(-1, out_write.release());
-    auto env = boost::this_process::environment();
+    // A copy: this_process::environment() itself is the live environment of this process.
+    bp::environment env = boost::this_process::environment();
     for (const auto& [key, value] : spec.env) env[key] = value;
     try {
       bp::child child(bp::exe = spec.executable, bp::args = spec.args, bp::std_in < child_stdin,
-                      bp::std_out > child_stdout, env);
+                      bp::std_out > child_stdout, env, ResetSignals{});
       return std::make_unique<BoostChild>(std::move(child), std::move(in_write),
                                           std::move(out_read));
     } catch (const std::exception& e) {

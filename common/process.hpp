@@ -4,7 +4,8 @@
 //
 // Guarantees: the child's stdin and stdout are pipes created close-on-exec (a sibling never
 // inherits them and delays EOF); its stderr is the parent's stderr (no pipe to drain in
-// lockstep); a child is always reaped; terminate() is SIGTERM, a bounded wait, then SIGKILL.
+// lockstep); a child starts with no blocked signals and default SIGPIPE/SIGTERM handling; a
+// child is always reaped; terminate() is SIGTERM, a bounded wait, then SIGKILL.
 // One ChildProcess belongs to one thread at a time. Creating a launcher makes the process
 // ignore SIGPIPE, so a write to a dead child returns an error instead of killing us.
 #pragma once

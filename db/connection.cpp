@@ -75,8 +75,7 @@ Connection::Connection(const std::string& conninfo) : description_(describe_conn
   }
   // Session set-up: quiet notices, UTC timestamps for stable output.
   PQsetNoticeProcessor(conn_.get(), [](void*, const char*) {}, nullptr);
-  exec("SET client_min_messages = warning");
-  exec("SET TIME ZONE 'UTC'");
+  exec("SET client_min_messages = warning; SET TIME ZONE 'UTC'");
 }
 
 Param Connection::to_param(double v) { return fmt::format("{}", v); }

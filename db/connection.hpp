@@ -99,7 +99,7 @@ class Connection {
         return result;
       }
     } catch (...) {
-      if (PQstatus(conn_.get()) == CONNECTION_OK) PQexec(conn_.get(), "ROLLBACK");
+      if (PQstatus(conn_.get()) == CONNECTION_OK) PQclear(PQexec(conn_.get(), "ROLLBACK"));
       throw;
     }
   }

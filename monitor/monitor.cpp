@@ -1,17 +1,23 @@
 #include "monitor/monitor.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/escape.hpp"
 #include "db/queue.hpp"
 
 namespace tw::monitor {
@@ -23,6 +29,8 @@ constexpr auto kMaxDbBackoff = std::chrono::milliseconds(10000);
 constexpr auto kStopWait = std::chrono::seconds(60);
 // A scheduler that ran this long before dying is considered healthy: backoff resets.
 constexpr auto kHealthyRun = std::chrono::seconds(30);
+// Items per INSERT statement.
+constexpr std::size_t kInsertChunk = 10000;
 
 sigset_t handled_signals() {
   sigset_t set;
@@ -33,21 +41,121 @@ sigset_t handled_signals() {
   return set;
 }
 
+std::chrono::milliseconds seconds_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+// The flags of the configuration that differ between `a` and `b`, ignoring `skip`.
+std::vector<std::string> changed_keys(const Config& a, const Config& b,
+                                      const std::set<std::string>& skip) {
+  const auto key_values = [&](const Config& c) {
+    std::multiset<std::string> out;
+    for (const auto& arg : config_to_args(c)) {
+      const std::string key = arg.substr(0, arg.find('='));
+      if (!skip.count(key)) out.insert(arg);
+    }
+    return out;
+  };
+  const auto x = key_values(a), y = key_values(b);
+  std::set<std::string> keys;
+  for (const auto* side : {&x, &y}) {
+    const auto& other = side == &x ? y : x;
+    for (const auto& arg : *side) {
+      if (side->count(arg) != other.count(arg)) keys.insert(arg.substr(0, arg.find('=')));
+    }
+  }
+  if (a.database != b.database) keys.insert("--database");
+  return {keys.begin(), keys.end()};
+}
+
 }  // namespace
+
+PendingLookup make_pending_lookup(std::string conninfo) {
+  auto conn = std::make_shared<std::unique_ptr<db::Connection>>();
+  return [conninfo = std::move(conninfo),
+          conn](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
+    try {
+      if (!*conn || !(*conn)->healthy()) *conn = std::make_unique<db::Connection>(conninfo);
+      std::vector<db::Param> escaped;
+      for (const auto& root : roots) escaped.emplace_back(escape_bytes(root));
+      auto r = (*conn)->query(
+          R"(SELECT op, path FROM timewarp.items i
+              WHERE status IN ('NEW', 'DISPATCHED')
+                AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS r(root)
+                             WHERE r.root = '/' OR i.path = r.root
+                                OR starts_with(i.path, r.root || '/')))",
+          db::array_literal(escaped));
+      PendingSet pending;
+      for (int row = 0; row < r.rows(); ++row) {
+        auto path = unescape_bytes(r.text(row, 1));
+        if (!path) continue;
+        const auto op = parse_op(r.text(row, 0));
+        pending.paths[*path] |= op == Op::Update                       ? PendingSet::kUpdate
+                                : (op == Op::Delete || op == Op::Move) ? PendingSet::kDelete
+                                                                       : 0u;
+      }
+      return pending;
+    } catch (const db::DbError& e) {
+      spdlog::warn("looking up the queue's waiting work: {}", e.what());
+      conn->reset();
+      return std::nullopt;
+    }
+  };
+}
 
 void Monitor::block_signals() {
   const sigset_t set = handled_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher)
-    : config_(std::move(config)), launcher_(std::move(launcher)) {
+Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reload,
+                 std::unique_ptr<EventSource> source)
+    : launcher_(std::move(launcher)),
+      reload_(std::move(reload)),
+      filter_(Filter::from_config(config)),
+      config_(std::move(config)),
+      signal_fd_(),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      archive_(config_.backup_root),
+      batcher_({seconds_ms(config_.event_delay), kInsertChunk}, [this] {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
+      }) {
   const sigset_t set = handled_signals();
   signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
+  if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  if (!source) source = std::make_unique<InotifySource>();
+  watcher_ = std::make_unique<Watcher>(Watcher::Options{}, std::move(source), filter_, archive_,
+                                       batcher_, make_pending_lookup(config_.database), [this] {
+                                         const std::uint64_t one = 1;
+                                         [[maybe_unused]] auto n =
+                                             ::write(wake_fd_.get(), &one, sizeof one);
+                                       });
+  for (const auto& root : filter_.roots()) spdlog::info("watching {}", escape_bytes(root));
 }
 
-Monitor::~Monitor() = default;
+Monitor::~Monitor() {
+  if (watcher_) watcher_->stop();
+}
+
+// The listener connection failed: drop it and try again after a backoff.
+void Monitor::lost_database(const db::DbError& error, std::string_view doing) {
+  spdlog::warn("{}: {}; reconnecting in {} ms", doing, error.what(), db_backoff_.count());
+  conn_.reset();
+  reconnect_at_ = Clock::now() + db_backoff_;
+  db_backoff_ = std::min(db_backoff_ * 2, kMaxDbBackoff);
+}
 
 bool Monitor::ensure_database() {
   if (conn_ && conn_->healthy()) return true;
@@ -56,15 +164,28 @@ bool Monitor::ensure_database() {
   try {
     conn_ = std::make_unique<db::Connection>(config_.database);
     conn_->listen("timewarp_items");
+    conn_->listen("timewarp_control");
     reconnect_at_.reset();
     db_backoff_ = std::chrono::milliseconds(100);
     spdlog::info("listening for queue changes ({})", conn_->describe());
+    if (monitor_id_ == 0 ||
+        conn_->query("SELECT 1 FROM timewarp.monitors WHERE id = $1", monitor_id_).rows() == 0) {
+      std::vector<db::Param> roots;
+      for (const auto& root : filter_.roots()) roots.emplace_back(escape_bytes(root));
+      auto r = conn_->query(
+          R"(INSERT INTO timewarp.monitors (host, pid, source_dirs, archivers)
+             VALUES ($1, $2, $3::text[], $4)
+             RETURNING id, extract(epoch FROM now())::float8)",
+          hostname(), static_cast<int>(::getpid()), db::array_literal(roots), config_.archivers);
+      monitor_id_ = r.int64(0, 0);
+      // At start the configuration decides; later `timewarp archivers N` does.
+      if (!control_applied_at_) control_applied_at_ = r.float8(0, 1);
+    }
+    check_control();        // an instruction given while we were away
+    recheck_queue_ = true;  // and work added while nobody listened
     return true;
   } catch (const db::DbError& e) {
-    conn_.reset();
-    spdlog::warn("database: {}; retrying in {} ms", e.what(), db_backoff_.count());
-    reconnect_at_ = Clock::now() + db_backoff_;
-    db_backoff_ = std::min(db_backoff_ * 2, kMaxDbBackoff);
+    lost_database(e, "database");
     return false;
   }
 }
@@ -87,13 +208,139 @@ void Monitor::check_queue() {
     retry_due_.reset();
     if (!next.is_null(0, 0)) {
       const auto seconds = std::max(0.0, next.float8(0, 0));
-      retry_due_ = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000) + 1);
+      retry_due_ =
+          Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000) + 1);
     }
     if (handshake_.on_possible_work(counts_claimable)) send("READY");
   } catch (const db::DbError& e) {
-    spdlog::warn("checking the queue failed: {}", e.what());
-    conn_.reset();
+    lost_database(e, "checking the queue");
   }
+}
+
+// Inserts the changes gathered in the batcher's window, in one round trip.
+void Monitor::queue_changes() {
+  auto changes = batcher_.take();
+  if (changes.empty()) return;
+  const auto put_back = [&](std::size_t from) {
+    std::vector<Change> rest(
+        std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(from)),
+        std::make_move_iterator(changes.end()));
+    batcher_.restore(std::move(rest), reconnect_at_.value_or(Clock::now() + db_backoff_));
+  };
+  if (!ensure_database()) return put_back(0);
+  std::size_t done = 0;
+  try {
+    db::Queue queue(*conn_);
+    while (done < changes.size()) {
+      const std::size_t end = std::min(changes.size(), done + kInsertChunk);
+      std::vector<db::NewItem> items;
+      items.reserve(end - done);
+      for (std::size_t i = done; i < end; ++i) {
+        const Change& c = changes[i];
+        db::NewItem item;
+        item.op = c.op;
+        item.path = escape_bytes(c.path);
+        if (c.op == Op::Move) item.dest_path = escape_bytes(c.dest);
+        item.source_root = escape_bytes(filter_.root_of(c.op == Op::Move ? c.dest : c.path));
+        item.size = c.size;
+        item.mtime = c.mtime;
+        items.push_back(std::move(item));
+      }
+      queue.enqueue(items);
+      done = end;
+    }
+  } catch (const db::DbError& e) {
+    lost_database(e, fmt::format("queueing {} changes (kept to try again)", changes.size() - done));
+    put_back(done);
+  }
+  items_queued_ += static_cast<std::int64_t>(done);
+  spdlog::debug("queued {} changes", done);
+  if (done > 0 && scheduler_ && !stopping_ && handshake_.on_possible_work(true)) send("READY");
+}
+
+void Monitor::heartbeat(bool stopping) {
+  next_heartbeat_ = Clock::now() + seconds_ms(std::max(0.05, config_.heartbeat_interval));
+  if (monitor_id_ == 0 || !ensure_database()) return;
+  const auto s = watcher_->stats();
+  try {
+    conn_->query(
+        R"(UPDATE timewarp.monitors
+              SET heartbeat_at = now(), watches = $2, unwatched_dirs = $3, events = $4,
+                  changes = $5, items_queued = $6, rescans = $7, archivers = $8,
+                  scheduler_pid = $9, scheduler_restarts = $10,
+                  catchup_finished_at = CASE WHEN $11 THEN coalesce(catchup_finished_at, now()) END,
+                  stopped_at = CASE WHEN $12 THEN now() END
+            WHERE id = $1)",
+        monitor_id_, s.watches, s.unwatched, s.events, s.changes, items_queued_, s.rescans,
+        config_.archivers, scheduler_ ? std::optional<int>(scheduler_->pid()) : std::nullopt,
+        scheduler_restarts_, catchup_recorded_, stopping);
+  } catch (const db::DbError& e) {
+    lost_database(e, "updating timewarp.monitors");
+  }
+}
+
+// `timewarp archivers N` writes timewarp.control and notifies timewarp_control.
+void Monitor::check_control() {
+  if (!conn_) return;
+  // (Throws db::DbError to the caller, which owns the connection's recovery.)
+  auto r = conn_->query(
+      "SELECT value, extract(epoch FROM set_at)::float8 FROM timewarp.control WHERE name = "
+      "'archivers'");
+  if (r.rows() == 0) return;
+  const double set_at = r.float8(0, 1);
+  if (control_applied_at_ && set_at <= *control_applied_at_) return;
+  control_applied_at_ = set_at;
+  const std::string_view text = r.text(0, 0);
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > 256) {
+    spdlog::warn("ignoring timewarp.control archivers = '{}': a number from 1 to 256 is allowed",
+                 text);
+    return;
+  }
+  set_archivers(n, "timewarp archivers");
+}
+
+void Monitor::set_archivers(int archivers, const std::string& why) {
+  if (archivers == config_.archivers) {
+    spdlog::info("{}: archivers stay {}", why, archivers);
+    return;
+  }
+  spdlog::info("{}: archivers {} -> {}", why, config_.archivers, archivers);
+  config_.archivers = archivers;  // also for a scheduler started later
+  send(fmt::format("ARCHIVERS {}", archivers));
+  heartbeat();
+}
+
+void Monitor::reload() {
+  if (!reload_) {
+    spdlog::info("SIGHUP: nothing to reload");
+    return;
+  }
+  spdlog::info("SIGHUP: re-reading the configuration");
+  const auto fresh = reload_();
+  if (!fresh) {
+    spdlog::error("SIGHUP: the configuration is not valid; keeping the one in force");
+    return;
+  }
+  const auto restart_needed =
+      changed_keys(config_, *fresh, {"--archivers", "--event-delay", "--log-level"});
+  if (!restart_needed.empty()) {
+    spdlog::warn("SIGHUP: {} changed; this takes a restart of timewarp-monitor",
+                 fmt::join(restart_needed, ", "));
+  }
+  if (fresh->log_level != config_.log_level) {
+    config_.log_level = fresh->log_level;
+    spdlog::set_level(spdlog::level::from_str(config_.log_level));
+    spdlog::info("SIGHUP: log level {}", config_.log_level);
+  }
+  if (fresh->event_delay != config_.event_delay) {
+    config_.event_delay = fresh->event_delay;
+    batcher_.set_delay(seconds_ms(config_.event_delay));
+    spdlog::info("SIGHUP: event delay {} s", config_.event_delay);
+  }
+  control_applied_at_ = epoch_now();
+  set_archivers(fresh->archivers, "SIGHUP");
 }
 
 void Monitor::start_scheduler() {
@@ -121,9 +368,12 @@ void Monitor::on_scheduler_exit(int status) {
   spdlog::error("scheduler (pid {}) exited with status {}", scheduler_->pid(), status);
   scheduler_.reset();
   if (stopping_) return;
-  if (Clock::now() - scheduler_started_ > kHealthyRun) restart_backoff_ = std::chrono::milliseconds(0);
+  if (Clock::now() - scheduler_started_ > kHealthyRun)
+    restart_backoff_ = std::chrono::milliseconds(0);
   restart_backoff_ = std::clamp(restart_backoff_ * 2, kFirstRestartDelay, kMaxRestartDelay);
-  spdlog::warn("restarting the scheduler in {} ms", restart_backoff_.count());
+  ++scheduler_restarts_;
+  spdlog::warn("restarting the scheduler in {} ms (restart {})", restart_backoff_.count(),
+               scheduler_restarts_);
   restart_at_ = Clock::now() + restart_backoff_;
 }
 
@@ -159,6 +409,8 @@ std::optional<Monitor::Clock::time_point> Monitor::next_wakeup() const {
   if (handshake_.wants_check()) consider(retry_due_);
   consider(restart_at_);
   consider(reconnect_at_);
+  consider(batcher_.due());
+  consider(next_heartbeat_);
   return next;
 }
 
@@ -179,14 +431,49 @@ void Monitor::stop_scheduler() {
   scheduler_.reset();
 }
 
+// Acts on the notifications received (LISTEN timewarp_items, timewarp_control) until none
+// is left unread.
+void Monitor::handle_notifications() {
+  notes_unread_ = false;
+  for (int round = 0; conn_; ++round) {
+    if (round == 8) {  // busy: serve the other descriptors, then come back at once
+      notes_unread_ = true;
+      return;
+    }
+    try {
+      bool items = false, control = false;
+      const auto notes = conn_->consume_notifications();
+      if (notes.empty()) return;
+      for (const auto& note : notes) (note.channel == "timewarp_control" ? control : items) = true;
+      if (control) check_control();
+      if (items && handshake_.wants_check()) check_queue();
+    } catch (const db::DbError& e) {
+      lost_database(e, "reading notifications");
+    }
+  }
+}
+
+// Stops watching, queues what was gathered, then stops the scheduler.
+void Monitor::shut_down() {
+  watcher_->stop();
+  queue_changes();
+  if (const auto left = batcher_.size(); left > 0) {
+    spdlog::warn("{} changes could not be queued; the next start's catch-up finds them", left);
+  }
+  stop_scheduler();
+  heartbeat(true);
+}
+
 int Monitor::run() {
   ensure_database();
   start_scheduler();
+  watcher_->start();
+  heartbeat();
   while (true) {
     std::vector<pollfd> fds;
     fds.push_back({signal_fd_.get(), POLLIN, 0});
-    if (conn_) fds.push_back({conn_->socket(), POLLIN, 0});
-    const std::size_t db_index = conn_ ? 1 : 0;
+    fds.push_back({wake_fd_.get(), POLLIN, 0});
+    if (conn_) fds.push_back({conn_->socket(), POLLIN, 0});  // notifications
     const std::size_t sched_index = fds.size();
     if (scheduler_) fds.push_back({scheduler_->stdout_fd(), POLLIN, 0});
 
@@ -195,41 +482,59 @@ int Monitor::run() {
       timeout_ms = static_cast<int>(std::clamp<std::int64_t>(
           std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count(), 0, 3600000));
     }
-    if (scheduler_ && scheduler_->has_buffered_line()) timeout_ms = 0;
+    if ((scheduler_ && scheduler_->has_buffered_line()) || notes_unread_) timeout_ms = 0;
     const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (ready < 0 && errno != EINTR) throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
+    if (ready < 0 && errno != EINTR)
+      throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
 
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info{};
       while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
         if (info.ssi_signo == SIGHUP) {
-          spdlog::info("SIGHUP: configuration reload is not supported yet; ignoring");
+          reload();
           continue;
         }
         spdlog::info("{} received", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
-        stop_scheduler();
+        shut_down();
         return 0;
       }
     }
-    if (db_index && conn_ && (fds[db_index].revents & (POLLIN | POLLERR | POLLHUP))) {
-      try {
-        const auto notes = conn_->consume_notifications();
-        if (!notes.empty() && handshake_.wants_check()) check_queue();
-      } catch (const db::DbError& e) {
-        spdlog::warn("{}", e.what());
-        conn_.reset();
-      }
+    if (fds[1].revents & POLLIN) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] auto n = ::read(wake_fd_.get(), &count, sizeof count);
     }
     if (scheduler_ && (sched_index < fds.size()) &&
-        ((fds[sched_index].revents & (POLLIN | POLLHUP | POLLERR)) || scheduler_->has_buffered_line())) {
+        ((fds[sched_index].revents & (POLLIN | POLLHUP | POLLERR)) ||
+         scheduler_->has_buffered_line())) {
       on_scheduler_output();
     }
     const auto now = Clock::now();
-    if (!conn_ && reconnect_at_ && now >= *reconnect_at_) {
-      if (ensure_database()) check_queue();  // catch up on what happened while away
-    }
+    if (!conn_ && reconnect_at_ && now >= *reconnect_at_) ensure_database();
     if (!scheduler_ && restart_at_ && now >= *restart_at_) start_scheduler();
     if (retry_due_ && now >= *retry_due_ && handshake_.wants_check()) check_queue();
+    if (const auto due = batcher_.due(); due && now >= *due) queue_changes();
+    if (watcher_->stats().failed) {
+      spdlog::critical("stopping, so that a restart catches up on what was not watched");
+      shut_down();
+      return 1;
+    }
+    if (!catchup_recorded_ && watcher_->stats().catchup_done) {
+      // A finished catch-up means: everything it found is in the queue (at once, without
+      // waiting for event_delay).
+      if (conn_ && batcher_.size() > 0) queue_changes();
+      if (batcher_.size() == 0) {
+        catchup_recorded_ = true;
+        heartbeat();
+      }
+    }
+    if (now >= next_heartbeat_) heartbeat();
+    if (recheck_queue_ && conn_) {
+      recheck_queue_ = false;
+      check_queue();
+    }
+    // Last, since every statement above may have read notifications into libpq's queue,
+    // where poll() cannot see them.
+    handle_notifications();
   }
 }
 

@@ -1,11 +1,19 @@
-// The monitor's event loop: keeps the master queue's listener connection (LISTEN
-// timewarp_items), supervises the scheduler child (restart with backoff when it dies),
-// runs the READY handshake, wakes the scheduler when the earliest delayed retry falls due,
-// and on SIGTERM/SIGINT sends STOP and waits (bounded) for the scheduler to exit.
-// Driven by the one thread that calls run().
+// The monitor's event loop: turns file changes into queue items, keeps the scheduler awake
+// exactly when there is work, and keeps the suite running.
+//   - A Watcher thread finds changes (inotify, start-up catch-up, rescans) and hands them to
+//     an EventBatcher; this loop inserts each gathered window in one round trip.
+//   - The listener connection (LISTEN timewarp_items, timewarp_control) drives the READY
+//     handshake (handshake.hpp) for work added by anyone, and wakes the scheduler when the
+//     earliest delayed retry falls due.
+//   - The scheduler child is restarted with backoff when it dies; SIGTERM/SIGINT send STOP
+//     and wait (bounded); SIGHUP re-reads the configuration and passes a changed
+//     `archivers` on as ARCHIVERS n, as does `timewarp archivers N` (timewarp.control).
+//   - A row in timewarp.monitors shows the monitor, its watches and its catch-up.
+// run() is driven by one thread; the watcher has its own.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -13,13 +21,23 @@
 #include "common/fd.hpp"
 #include "common/process.hpp"
 #include "db/connection.hpp"
+#include "monitor/archive_view.hpp"
+#include "monitor/event_batcher.hpp"
+#include "monitor/event_source.hpp"
+#include "monitor/filters.hpp"
 #include "monitor/handshake.hpp"
+#include "monitor/watcher.hpp"
 
 namespace tw::monitor {
 
 class Monitor {
  public:
-  Monitor(Config config, std::shared_ptr<Launcher> launcher);
+  // Re-reads the configuration (SIGHUP); nothing when it is not valid (already reported).
+  using Reload = std::function<std::optional<Config>()>;
+
+  // `source` defaults to inotify.
+  Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reload = {},
+          std::unique_ptr<EventSource> source = nullptr);
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
   ~Monitor();
@@ -40,24 +58,50 @@ class Monitor {
   void check_queue();
   void send(const std::string& line);
   bool ensure_database();
+  void lost_database(const db::DbError& error, std::string_view doing);
+  void handle_notifications();
   void stop_scheduler();
+  void queue_changes();
+  void heartbeat(bool stopping = false);
+  void check_control();
+  void set_archivers(int archivers, const std::string& why);
+  void reload();
+  void shut_down();
   std::optional<Clock::time_point> next_wakeup() const;
 
   // Constant after construction.
-  const Config config_;
   const std::shared_ptr<Launcher> launcher_;
+  const Reload reload_;
+  const Filter filter_;
 
+  Config config_;  // archivers, event_delay and log_level change on reload
   UniqueFd signal_fd_;
+  UniqueFd wake_fd_;  // the batcher opened a window, or the catch-up finished
+  ArchiveView archive_;
+  EventBatcher batcher_;
+  std::unique_ptr<Watcher> watcher_;
   std::unique_ptr<db::Connection> conn_;
   std::unique_ptr<ChildProcess> scheduler_;
   Handshake handshake_;
-  std::optional<Clock::time_point> retry_due_;       // earliest delayed item
-  std::optional<Clock::time_point> restart_at_;      // scheduler restart after a crash
-  std::optional<Clock::time_point> reconnect_at_;    // database reconnect
+  std::optional<Clock::time_point> retry_due_;     // earliest delayed item
+  std::optional<Clock::time_point> restart_at_;    // scheduler restart after a crash
+  std::optional<Clock::time_point> reconnect_at_;  // database reconnect
+  Clock::time_point next_heartbeat_{};
   std::chrono::milliseconds restart_backoff_{0};
   std::chrono::milliseconds db_backoff_{100};
   Clock::time_point scheduler_started_{};
+  std::int64_t monitor_id_ = 0;
+  std::int64_t items_queued_ = 0;
+  std::int64_t scheduler_restarts_ = 0;
+  std::optional<double> control_applied_at_;  // epoch seconds of the archivers now in force
+  bool catchup_recorded_ = false;
+  bool recheck_queue_ = false;  // (re)connected: look at the queue once
+  bool notes_unread_ = false;   // notifications may wait in libpq's queue
   bool stopping_ = false;
 };
+
+// The queue's waiting work beneath the source directories, looked up on a connection of
+// its own (the watcher's thread).
+PendingLookup make_pending_lookup(std::string conninfo);
 
 }  // namespace tw::monitor

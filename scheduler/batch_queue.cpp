@@ -3,6 +3,47 @@
 #include <algorithm>
 
 namespace tw::scheduler {
+namespace {
+
+// The escaped paths an item changes: its path, and a MOVE's destination.
+std::vector<std::string> touched(const db::ClaimedItem& item) {
+  if (item.op == Op::Move) return {item.path, item.dest_path};
+  return {item.path};
+}
+
+// Equal, or one inside the other (escaping keeps '/' as it is).
+bool related(const std::string& a, const std::string& b) {
+  const auto inside = [](const std::string& outer, const std::string& inner) {
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+           (outer.back() == '/' || inner[outer.size()] == '/');
+  };
+  return a == b || inside(a, b) || inside(b, a);
+}
+
+bool conflicts(const std::vector<std::string>& paths, const std::vector<std::string>& busy) {
+  for (const auto& p : paths) {
+    for (const auto& b : busy) {
+      if (related(p, b)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::size_t BatchQueue::first_free() const {
+  if (items_.empty()) return 0;
+  std::vector<std::string> busy;
+  for (const auto& [id, paths] : in_flight_) busy.insert(busy.end(), paths.begin(), paths.end());
+  if (busy.empty()) return 0;
+  for (std::size_t i = 0; i < items_.size(); ++i) {
+    auto paths = touched(items_[i]);
+    if (!conflicts(paths, busy)) return i;
+    // A held-back item holds back whatever comes after it on the same paths.
+    busy.insert(busy.end(), std::make_move_iterator(paths.begin()), std::make_move_iterator(paths.end()));
+  }
+  return items_.size();
+}
 
 void BatchQueue::push(std::vector<db::ClaimedItem> batch) {
   {
@@ -15,22 +56,30 @@ void BatchQueue::push(std::vector<db::ClaimedItem> batch) {
 
 std::optional<db::ClaimedItem> BatchQueue::pop(const std::atomic<bool>& leave) {
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return leave.load() || closed_ || !items_.empty(); });
-  if (leave.load() || items_.empty()) return std::nullopt;
-  db::ClaimedItem item = std::move(items_.front());
-  items_.pop_front();
-  ++in_flight_;
+  std::size_t index = 0;
+  cv_.wait(lock, [&] {
+    if (leave.load()) return true;
+    index = first_free();
+    return index < items_.size() || (closed_ && items_.empty());
+  });
+  if (leave.load() || index >= items_.size()) return std::nullopt;
+  db::ClaimedItem item = std::move(items_[index]);
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(index));
+  in_flight_.emplace(item.id, touched(item));
   return item;
 }
 
-void BatchQueue::finished() {
-  std::lock_guard lock(mutex_);
-  if (in_flight_ > 0) --in_flight_;
+void BatchQueue::finished(std::int64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(id);
+  }
+  cv_.notify_all();  // items held back behind it may go now
 }
 
 bool BatchQueue::idle() const {
   std::lock_guard lock(mutex_);
-  return items_.empty() && in_flight_ == 0;
+  return items_.empty() && in_flight_.empty();
 }
 
 std::vector<db::ClaimedItem> BatchQueue::take_all() {

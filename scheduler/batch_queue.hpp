@@ -1,5 +1,10 @@
 // The scheduler's in-memory batch queue: claimed items waiting for a consumer. Thread-safe:
 // the main thread pushes whole batches, consumer threads pop one item at a time.
+//
+// Changes to one path keep their order: pop() never hands out an item whose path (or MOVE
+// destination) is the same as, inside, or above a path in flight, nor one that would
+// overtake such a waiting item; it takes the first item free of both, so one busy path
+// never idles the other consumers.
 #pragma once
 
 #include <atomic>
@@ -8,6 +13,8 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/thread_annotations.hpp"
@@ -23,7 +30,7 @@ class BatchQueue {
   // nothing in the last two cases. A caller that sets `leave` must call wake_all(). Every
   // item popped counts as in flight until the caller calls finished().
   std::optional<db::ClaimedItem> pop(const std::atomic<bool>& leave) EXCLUDES(mutex_);
-  void finished() EXCLUDES(mutex_);
+  void finished(std::int64_t id) EXCLUDES(mutex_);
 
   // True when no item waits and none is in flight.
   bool idle() const EXCLUDES(mutex_);
@@ -42,9 +49,12 @@ class BatchQueue {
  private:
   mutable std::mutex mutex_;
   std::condition_variable cv_;
+  // Index in items_ of the first item free to go, or items_.size() when none is.
+  std::size_t first_free() const REQUIRES(mutex_);
+
   std::deque<db::ClaimedItem> items_ GUARDED_BY(mutex_);
   std::size_t high_water_ GUARDED_BY(mutex_) = 0;
-  std::size_t in_flight_ GUARDED_BY(mutex_) = 0;
+  std::unordered_map<std::int64_t, std::vector<std::string>> in_flight_ GUARDED_BY(mutex_);
   bool closed_ GUARDED_BY(mutex_) = false;
 };
 

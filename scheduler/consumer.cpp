@@ -99,7 +99,7 @@ void Consumer::run() {
     busy_.store(true);
     notify_();
     process(*item);
-    queue_.finished();
+    queue_.finished(item->id);
     busy_.store(false);
     notify_();
   }

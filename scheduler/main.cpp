@@ -18,6 +18,11 @@ int main(int argc, char** argv) {
   // hang-up reaching the whole process group must not cut a drain short.
   std::signal(SIGINT, SIG_IGN);
   std::signal(SIGHUP, SIG_IGN);
+  // SIGTERM stops gracefully, like STOP: it is read from a signalfd by the main loop.
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
   tw::Config config;
   CLI::App app{"timewarp-scheduler: claims queued changes and feeds them to archivers.\n"
                "Reads READY, STOP and ARCHIVERS n on stdin; writes READY when drained."};

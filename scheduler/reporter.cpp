@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "db/housekeeping.hpp"
+
 namespace tw::scheduler {
 namespace {
 constexpr std::size_t kWriteBatch = 2000;
@@ -213,8 +215,30 @@ void Reporter::watch_backlog(db::Queue& queue) {
   last_backlog_ = backlog;
 }
 
+// Removes old COMPLETED items in small batches, a bounded amount per pass so results are
+// never held up for long; a pass that found more to do comes back at the next beat.
+void Reporter::prune() {
+  if (options_.prune_interval.count() <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_prune_ || !ensure_connection()) return;
+  constexpr int kRows = 1000;
+  constexpr int kBatches = 20;
+  try {
+    const auto removed = db::prune_completed(*conn_, options_.prune_age, kRows, kBatches);
+    db::prune_audit(*conn_, options_.prune_age, kRows);
+    if (removed > 0) spdlog::info("pruned {} completed items older than {} s", removed, options_.prune_age);
+    next_prune_ = removed >= kRows * kBatches ? now : now + options_.prune_interval;
+  } catch (const db::DbError& e) {
+    spdlog::warn("pruning failed: {}", e.what());
+    conn_.reset();
+    next_prune_ = now + options_.prune_interval;
+  }
+}
+
 void Reporter::run() {
   next_beat_ = std::chrono::steady_clock::now();
+  // Spread the first prune pass of several schedulers started together.
+  next_prune_ = next_beat_ + std::min(options_.prune_interval, std::chrono::milliseconds(30000));
   while (true) {
     {
       std::unique_lock lock(mutex_);
@@ -238,6 +262,7 @@ void Reporter::run() {
     }
     if (std::chrono::steady_clock::now() >= next_beat_) {
       beat();
+      prune();
       next_beat_ = std::chrono::steady_clock::now() + options_.heartbeat_interval;
     }
   }

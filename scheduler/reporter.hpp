@@ -33,6 +33,8 @@ class Reporter {
     double lease_seconds = 60;
     db::RetryPolicy retry;
     std::int64_t backlog_warning = 100000;  // claimable items that make a growing backlog loud
+    double prune_age = 7 * 86400.0;            // COMPLETED items older than this are removed
+    std::chrono::milliseconds prune_interval{600000};  // 0: never
   };
   // Figures the scheduler knows and the reporter does not (consumers, batch queue).
   using StatsSource = std::function<db::SchedulerStats()>;
@@ -68,6 +70,7 @@ class Reporter {
   bool write_pending();
   void beat();
   void watch_backlog(db::Queue& queue);
+  void prune();
   void note_written(const std::vector<std::int64_t>& ids) REQUIRES(mutex_);
 
   // Constant after construction.
@@ -80,6 +83,7 @@ class Reporter {
   std::chrono::steady_clock::time_point next_beat_{};
   std::chrono::steady_clock::time_point next_connect_{};
   std::int64_t last_backlog_ = 0;
+  std::chrono::steady_clock::time_point next_prune_{};
   std::chrono::steady_clock::time_point next_backlog_warning_{};
 
   mutable std::mutex mutex_;

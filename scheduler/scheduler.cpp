@@ -2,10 +2,12 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -62,6 +64,11 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)) {
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigterm_fd_.reset(::signalfd(-1, &term, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigterm_fd_) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
 }
 
 Scheduler::~Scheduler() = default;
@@ -123,6 +130,8 @@ int Scheduler::run() {
   options.lease_seconds = config_.lease_time;
   options.retry = {config_.max_attempts, config_.retry_base_delay, config_.retry_max_delay};
   options.backlog_warning = config_.backlog_warning;
+  options.prune_age = config_.prune_age;
+  options.prune_interval = seconds_ms(config_.prune_interval);
   // The reporter thread reads the figures this thread publishes.
   reporter_ = std::make_unique<Reporter>(options, [this] {
     std::lock_guard lock(stats_mutex_);
@@ -142,16 +151,21 @@ int Scheduler::run() {
 }
 
 void Scheduler::wait_for_event(std::chrono::milliseconds timeout) {
-  pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
-  const nfds_t n = input_closed_ ? 0 : 1;
-  pollfd* first = input_closed_ ? &fds[1] : &fds[0];
-  const int ready = ::poll(first, n + 1, static_cast<int>(timeout.count()));
+  pollfd fds[3] = {{wake_fd_.get(), POLLIN, 0}, {sigterm_fd_.get(), POLLIN, 0},
+                   {signal_fd_, POLLIN, 0}};
+  const nfds_t n = input_closed_ ? 2 : 3;
+  const int ready = ::poll(fds, n, static_cast<int>(timeout.count()));
   publish_stats();
   if (ready <= 0) return;
   std::uint64_t count = 0;
   while (::read(wake_fd_.get(), &count, sizeof count) > 0) {
   }
-  if (!input_closed_ && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) read_signals();
+  signalfd_siginfo info{};
+  while (::read(sigterm_fd_.get(), &info, sizeof info) == sizeof info) {
+    spdlog::info("SIGTERM received: stopping as if told STOP");
+    signals_.push_back({Signal::Stop});
+  }
+  if (!input_closed_ && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) read_signals();
 }
 
 void Scheduler::read_signals() {

@@ -32,8 +32,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
   ~Scheduler();
 
-  // Runs until STOP or EOF; returns the process exit code. Throws db::DbError when the
-  // database cannot be reached at start.
+  // Runs until STOP, EOF or SIGTERM (which the caller must have blocked in every thread);
+  // returns the process exit code. Throws db::DbError when the database cannot be reached
+  // at start.
   int run();
 
  private:
@@ -63,6 +64,7 @@ class Scheduler {
   const int ready_fd_;
   const db::Strategy strategy_;
   UniqueFd wake_fd_;  // eventfd the consumers poke
+  UniqueFd sigterm_fd_;  // SIGTERM, blocked by main() before any thread starts
   const std::shared_ptr<Pacer> pacer_;
 
   // Main thread only.

@@ -48,7 +48,7 @@ double bare_sql(tw::db::Connection& conn, int n, int batch_size) {
   const auto start = Clock::now();
   std::int64_t done = 0;
   while (true) {
-    const auto batch = q.claim({sid, batch_size, tw::db::Strategy::Fifo, 60});
+    const auto batch = q.claim({sid, batch_size, tw::db::Strategy::Fifo, 60, true});
     if (batch.empty()) break;
     std::vector<tw::db::Completion> completions;
     completions.reserve(batch.size());

@@ -25,7 +25,7 @@ TW_DEB_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     libboost-dev libboost-filesystem-dev libcli11-dev libspdlog-dev libfmt-dev
     libzstd-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev
-    postgresql postgresql-client
+    postgresql postgresql-client systemd
 )
 
 tw_log() { printf '[timewarp] %s\n' "$*" >&2; }

@@ -46,6 +46,21 @@ TEST(Process, TerminateEscalatesToSigkill) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
+TEST(Process, ChildrenStartWithDefaultSignalHandling) {
+  // The monitor and scheduler block SIGTERM for their signalfd; their children must not
+  // inherit that, or terminate() could only ever end in SIGKILL.
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, &old);
+  auto launcher = make_process_launcher();
+  auto child = launcher->launch({"/bin/sh", {"-c", "echo up; exec sleep 30"}, {}});
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  std::string line;
+  ASSERT_EQ(child->read_line(line, 5s), ChildProcess::ReadStatus::Line);
+  EXPECT_EQ(child->terminate(10s), 128 + SIGTERM);
+}
+
 TEST(Process, ExitStatusAndEnvironment) {
   auto launcher = make_process_launcher();
   auto child = launcher->launch({"/bin/sh", {"-c", "echo \"$TW_X\"; exit 7"}, {{"TW_X", "v a"}}});

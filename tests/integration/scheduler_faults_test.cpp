@@ -106,5 +106,18 @@ TEST(SchedulerFaults, BandwidthLimitPacesDispatch) {
   EXPECT_EQ(scheduler->wait_exit(30s), 0);
 }
 
+TEST(SchedulerFaults, OldCompletedItemsArePrunedPeriodically) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::SchedulerFixture f(db);
+  f.fill(300);
+  auto scheduler = f.start({"--archivers=2", "--prune-age=0.5", "--prune-interval=0.2"});
+  ASSERT_TRUE(test::drain_once(*scheduler, 60s));
+  ASSERT_TRUE(test::wait_until([&] { return f.count("true") == 0; }, 30s))
+      << f.count("true") << " items left";
+  ASSERT_TRUE(scheduler->write_line("STOP"));
+  EXPECT_EQ(scheduler->wait_exit(30s), 0);
+}
+
 }  // namespace
 }  // namespace tw

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace tw::scheduler {
@@ -9,7 +10,13 @@ namespace {
 
 std::vector<db::ClaimedItem> batch(int from, int n) {
   std::vector<db::ClaimedItem> out;
-  for (int i = 0; i < n; ++i) out.push_back({from + i, Op::Update, "/x", "", 0, 1});
+  for (int i = 0; i < n; ++i) {
+    db::ClaimedItem item;
+    item.id = from + i;
+    item.path = "/x/" + std::to_string(from + i);
+    item.batch_id = 1;
+    out.push_back(item);
+  }
   return out;
 }
 
@@ -25,8 +32,50 @@ TEST(BatchQueue, PopsInOrderAndTracksInFlight) {
   ASSERT_EQ(rest.size(), 2u);
   EXPECT_EQ(rest[0].id, 2);
   EXPECT_FALSE(q.idle());  // item 1 still in flight
-  q.finished();
+  q.finished(1);
   EXPECT_TRUE(q.idle());
+}
+
+db::ClaimedItem change(std::int64_t id, Op op, std::string path, std::string dest = "") {
+  db::ClaimedItem item;
+  item.id = id;
+  item.op = op;
+  item.path = std::move(path);
+  item.dest_path = std::move(dest);
+  return item;
+}
+
+TEST(BatchQueue, ChangesToOnePathKeepTheirOrder) {
+  BatchQueue q;
+  std::atomic<bool> leave{false};
+  q.push({change(1, Op::Move, "/d", "/e"),         // a directory move
+          change(2, Op::Update, "/e/f"),           // inside its destination: must wait
+          change(3, Op::Update, "/other"),         // unrelated: may go
+          change(4, Op::Update, "/d"),             // the move's source: must wait
+          change(5, Op::Stat, "/e/f")});           // behind a held-back item: must wait
+  EXPECT_EQ(q.pop(leave)->id, 1);
+  EXPECT_EQ(q.pop(leave)->id, 3);  // 2, 4 and 5 are held back while the move runs
+  std::optional<db::ClaimedItem> next;
+  std::thread waiter([&] { next = q.pop(leave); });
+  q.finished(3);                    // not the move: nothing is freed
+  q.finished(1);                    // the move is done
+  waiter.join();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->id, 2);
+  EXPECT_EQ(q.pop(leave)->id, 4);   // /d is unrelated to /e/f
+  q.finished(2);
+  EXPECT_EQ(q.pop(leave)->id, 5);   // after 2, same path
+}
+
+TEST(BatchQueue, SiblingNamesAreNotNested) {
+  BatchQueue q;
+  std::atomic<bool> leave{false};
+  q.push({change(1, Op::Update, "/a/b"), change(2, Op::Update, "/a/bc"), change(3, Op::Update, "/a/b/c")});
+  EXPECT_EQ(q.pop(leave)->id, 1);
+  EXPECT_EQ(q.pop(leave)->id, 2);  // "/a/bc" is not inside "/a/b"
+  EXPECT_EQ(q.size(), 1u);         // "/a/b/c" is, and waits
+  q.finished(1);
+  EXPECT_EQ(q.pop(leave)->id, 3);
 }
 
 TEST(BatchQueue, LeaveAndCloseWakeWaiters) {
@@ -57,7 +106,7 @@ TEST(BatchQueue, ManyConsumersEachItemOnce) {
       while (auto item = q.pop(leave)) {
         std::lock_guard lock(mu);
         seen.push_back(item->id);
-        q.finished();
+        q.finished(item->id);
       }
     });
   }

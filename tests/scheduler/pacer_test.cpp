@@ -33,11 +33,11 @@ TEST(Pacer, BandwidthLimitSpacesDispatchByCost) {
 TEST(Pacer, CpuLimitUsesTheMostExpensiveResource) {
   Pacer pacer(50, 1'000'000'000);  // half a core; bandwidth effectively unlimited
   const auto t0 = Pacer::Clock::now() + 10s;
-  pacer.charge(100'000, 1, t0);  // 0.1 s of CPU at 50 % costs 0.2 s of wall time
-  pacer.charge(100'000, 1, t0);
-  const auto wait = pacer.delay(t0);
-  EXPECT_GT(wait, Pacer::Clock::duration::zero());
-  EXPECT_LE(wait, 400ms);
+  pacer.charge(500'000, 1, t0);  // 0.5 s of CPU at 50 % costs 1 s of wall time
+  pacer.charge(500'000, 1, t0);
+  const auto wait = pacer.delay(t0);  // 2 s of cost less 1 s of burst credit
+  EXPECT_GE(wait, 900ms);
+  EXPECT_LE(wait, 1100ms);
 }
 
 TEST(Pacer, IdleTimeEarnsOnlyLimitedCredit) {

@@ -1,0 +1,341 @@
+// bench/archive: how fast the real timewarp-archiver stores files, beside `cp -a` of the
+// same tree on the same disk in the same run.
+//
+//   (a) 10,000 files of 4 KiB;  (b) 1 GiB in 8 files of 128 MiB.
+//   For each: files/s and MB/s of the archiver (request lines fed on its stdin, from the
+//   first request to the last response, every write fsynced), of `cp -a`, and of `cp -a`
+//   followed by `sync` (the same durability). Sources are written first, so both read
+//   from the page cache.
+//   Also the same work shared by two archivers at once (the scheduler's default).
+//   (c) the archiver's peak resident memory (ru_maxrss) while archiving one 2 GiB file.
+//
+// Prints figures; asserts nothing. Usage:
+//   timewarp-bench-archive [--archiver PATH] [--dir DIR] [--small N] [--large-mib N]
+//                          [--giant-mib N] [--keep]
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "common/escape.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Text-like content: random words from a small vocabulary with numbers mixed in, which
+// zstd compresses about 3:1 (like source code or documents).
+void fill(std::string& buffer, std::mt19937_64& random) {
+  static const std::vector<std::string> kWords = [] {
+    std::vector<std::string> words;
+    std::mt19937_64 r(7);
+    for (int i = 0; i < 2000; ++i) {
+      std::string w;
+      const int len = 2 + static_cast<int>(r() % 9);
+      for (int j = 0; j < len; ++j) w.push_back(static_cast<char>('a' + r() % 26));
+      words.push_back(w);
+    }
+    return words;
+  }();
+  std::size_t i = 0;
+  while (i < buffer.size()) {
+    const std::uint64_t r = random();
+    std::string piece = (r & 7) == 0 ? std::to_string(r >> 40) : kWords[(r >> 8) % kWords.size()];
+    piece.push_back((r & 0xF0) == 0 ? '\n' : ' ');
+    const std::size_t n = std::min(piece.size(), buffer.size() - i);
+    std::memcpy(&buffer[i], piece.data(), n);
+    i += n;
+  }
+}
+
+void write_file(const std::string& path, std::uint64_t size, std::mt19937_64& random) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  std::string chunk(std::min<std::uint64_t>(size, 4 << 20), '\0');
+  for (std::uint64_t done = 0; done < size;) {
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), size - done));
+    fill(chunk, random);
+    if (::write(fd, chunk.data(), n) != static_cast<ssize_t>(n))
+      throw std::runtime_error("write failed");
+    done += n;
+  }
+  ::close(fd);
+}
+
+struct Run {
+  double seconds = 0;
+  long max_rss_kib = 0;
+  std::uint64_t archive_bytes = 0;
+};
+
+// Runs a command to completion; returns its time and peak memory.
+Run run_command(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const auto start = Clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  Run run;
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  run.max_rss_kib = usage.ru_maxrss;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error(fmt::format("{} failed", args.front()));
+  }
+  return run;
+}
+
+// Feeds one UPDATE line per file to a fresh archiver and waits for every response.
+Run archive(const std::string& archiver, const std::string& root,
+            const std::vector<std::string>& files) {
+  int to_child[2];
+  int from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::string backup_root = "--backup-root=" + root;
+  std::string level = "--log-level=warn";
+  std::string exe = archiver;
+  char* argv[] = {exe.data(), backup_root.data(), level.data(), nullptr};
+  const auto start = Clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(to_child[0], STDIN_FILENO);
+    ::dup2(from_child[1], STDOUT_FILENO);
+    ::execv(argv[0], argv);
+    ::_exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  std::thread feeder([&] {
+    std::string batch;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      batch += fmt::format("{}\tUPDATE\t{}\n", i + 1, tw::escape_bytes(files[i]));
+      if (batch.size() > 60000 || i + 1 == files.size()) {
+        for (std::size_t done = 0; done < batch.size();) {
+          const ssize_t n = ::write(to_child[1], batch.data() + done, batch.size() - done);
+          if (n <= 0) break;
+          done += static_cast<std::size_t>(n);
+        }
+        batch.clear();
+      }
+    }
+    ::close(to_child[1]);
+  });
+  Run run;
+  std::string buffer;
+  std::size_t answered = 0;
+  std::size_t failed = 0;
+  char chunk[65536];
+  while (answered < files.size()) {
+    const ssize_t n = ::read(from_child[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    buffer.append(chunk, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = buffer.find('\n')) != std::string::npos) {
+      const std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      ++answered;
+      const auto first = line.find('\t');
+      if (line.compare(first + 1, 9, "COMPLETE\t") != 0) {
+        if (++failed <= 3) std::cerr << "archiver answered: " << line << "\n";
+        continue;
+      }
+      const auto bytes_at = first + 10;
+      run.archive_bytes += std::stoull(line.substr(bytes_at, line.find('\t', bytes_at) - bytes_at));
+    }
+  }
+  run.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  feeder.join();
+  ::close(from_child[0]);
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  run.max_rss_kib = usage.ru_maxrss;
+  if (answered != files.size() || failed > 0) {
+    throw std::runtime_error(
+        fmt::format("archiver answered {} of {} ({} failed)", answered, files.size(), failed));
+  }
+  return run;
+}
+
+void sync_all() { ::sync(); }
+
+void report(const std::string& what, std::size_t files, std::uint64_t bytes, double seconds) {
+  std::cout << fmt::format("  {:<30} {:>9.1f} files/s {:>9.1f} MB/s   ({:.2f} s)\n", what,
+                           static_cast<double>(files) / seconds,
+                           static_cast<double>(bytes) / 1e6 / seconds, seconds);
+}
+
+void compare(const std::string& title, const std::string& archiver, const std::string& work,
+             const std::string& tree, const std::vector<std::string>& files, std::uint64_t bytes) {
+  std::cout << title << "\n";
+  sync_all();
+  const Run archived = archive(
+      archiver, work + "/archive-" + std::filesystem::path(tree).filename().string(), files);
+  report("timewarp-archiver", files.size(), bytes, archived.seconds);
+  std::cout << fmt::format(
+      "  {:<30} {:>9.1f} MB stored for {:.1f} MB ({:.2f}:1), peak RSS {:.1f} MiB\n", "",
+      static_cast<double>(archived.archive_bytes) / 1e6, static_cast<double>(bytes) / 1e6,
+      static_cast<double>(bytes) /
+          static_cast<double>(std::max<std::uint64_t>(archived.archive_bytes, 1)),
+      static_cast<double>(archived.max_rss_kib) / 1024.0);
+  if (files.size() >= 2) {
+    // The scheduler's default: two archivers working side by side on one archive.
+    sync_all();
+    const std::string root = work + "/archive2-" + std::filesystem::path(tree).filename().string();
+    const std::vector<std::string> first(files.begin(),
+                                         files.begin() + static_cast<long>(files.size() / 2));
+    const std::vector<std::string> second(files.begin() + static_cast<long>(files.size() / 2),
+                                          files.end());
+    const auto start = Clock::now();
+    std::string other_error;
+    std::thread other([&] {
+      try {
+        archive(archiver, root, second);
+      } catch (const std::exception& e) {
+        other_error = e.what();
+      }
+    });
+    try {
+      archive(archiver, root, first);
+    } catch (...) {
+      other.join();
+      throw;
+    }
+    other.join();
+    if (!other_error.empty()) throw std::runtime_error(other_error);
+    report("2 archivers in parallel", files.size(), bytes,
+           std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  sync_all();
+  const std::string copy = work + "/cp-" + std::filesystem::path(tree).filename().string();
+  const Run copied = run_command({"cp", "-a", tree, copy});
+  report("cp -a", files.size(), bytes, copied.seconds);
+  std::filesystem::remove_all(copy);
+  sync_all();
+  const auto start = Clock::now();
+  run_command({"cp", "-a", tree, copy + "-synced"});
+  sync_all();
+  report("cp -a; sync", files.size(), bytes,
+         std::chrono::duration<double>(Clock::now() - start).count());
+  std::filesystem::remove_all(copy + "-synced");
+}
+
+std::string default_archiver(const char* argv0) {
+  const auto beside = std::filesystem::path(argv0).parent_path() / "timewarp-archiver";
+  if (std::filesystem::exists(beside)) return beside.string();
+  return TW_ARCHIVER_EXE;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    CLI::App app{"timewarp-bench-archive: archiver throughput beside cp -a, and its peak memory"};
+    std::string archiver = default_archiver(argv[0]);
+    std::string dir = std::filesystem::temp_directory_path().string();
+    int small = 10000;
+    int large_mib = 1024;
+    int giant_mib = 2048;
+    bool keep = false;
+    app.add_option("--archiver", archiver, "timewarp-archiver to measure");
+    app.add_option("--dir", dir, "where to create the work directory (the disk under test)");
+    app.add_option("--small", small, "number of 4 KiB files");
+    app.add_option("--large-mib", large_mib, "MiB in 8 large files");
+    app.add_option("--giant-mib", giant_mib, "size of the single file for the memory figure");
+    app.add_flag("--keep", keep, "keep the work directory");
+    CLI11_PARSE(app, argc, argv);
+
+    std::string pattern = dir + "/tw-bench-archive-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed in " + dir);
+    const std::string work = pattern;
+    struct Cleanup {
+      const std::string& dir;
+      const bool& keep;
+      ~Cleanup() {
+        std::error_code ec;
+        if (!keep) std::filesystem::remove_all(dir, ec);
+      }
+    } cleanup{work, keep};
+    struct statvfs vfs {};
+    ::statvfs(work.c_str(), &vfs);
+    const double free_gib =
+        static_cast<double>(vfs.f_bavail) * static_cast<double>(vfs.f_frsize) / (1 << 30);
+    std::cout << fmt::format(
+        "timewarp-bench-archive: {} cores, work directory {} ({:.0f} GiB free)\n",
+        std::thread::hardware_concurrency(), work, free_gib);
+    std::mt19937_64 random(2026);
+
+    // (a) many small files.
+    {
+      const std::string tree = work + "/small";
+      std::vector<std::string> files;
+      for (int i = 0; i < small; ++i) {
+        const std::string sub = fmt::format("{}/d{:03}", tree, i / 100);
+        if (i % 100 == 0) std::filesystem::create_directories(sub);
+        files.push_back(fmt::format("{}/file-{:05}.txt", sub, i));
+        write_file(files.back(), 4096, random);
+      }
+      compare(fmt::format("(a) {} files of 4 KiB ({:.1f} MB)", small, small * 4096 / 1e6), archiver,
+              work, tree, files, static_cast<std::uint64_t>(small) * 4096);
+      std::filesystem::remove_all(tree);
+    }
+    // (b) large files.
+    {
+      const std::string tree = work + "/large";
+      std::filesystem::create_directories(tree);
+      std::vector<std::string> files;
+      const std::uint64_t each = static_cast<std::uint64_t>(large_mib) * (1 << 20) / 8;
+      for (int i = 0; i < 8; ++i) {
+        files.push_back(fmt::format("{}/large-{}.bin", tree, i));
+        write_file(files.back(), each, random);
+      }
+      compare(fmt::format("(b) {} MiB in 8 files of {} MiB", large_mib, each >> 20), archiver, work,
+              tree, files, each * 8);
+      std::filesystem::remove_all(tree);
+    }
+    // (c) peak memory on one giant file.
+    {
+      const std::string file = work + "/giant.bin";
+      const std::uint64_t size = static_cast<std::uint64_t>(giant_mib) << 20;
+      write_file(file, size, random);
+      sync_all();
+      const Run run = archive(archiver, work + "/archive-giant", {file});
+      std::cout << fmt::format(
+          "(c) one {} MiB file: {:.1f} MB/s, archiver peak RSS {:.1f} MiB (ru_maxrss)\n", giant_mib,
+          static_cast<double>(size) / 1e6 / run.seconds,
+          static_cast<double>(run.max_rss_kib) / 1024.0);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "timewarp-bench-archive: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,102 @@
+#include "cli/control_commands.hpp"
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "db/connection.hpp"
+
+namespace tw::cli {
+namespace {
+
+struct ArchiversOptions {
+  int archivers = 0;  // 0: show only
+  double wait = 10;   // seconds
+};
+
+struct LiveScheduler {
+  std::string id, host, pid;
+  int archivers = 0;
+};
+
+// Schedulers that run and heart-beat (a row left by one that was killed does not count).
+std::vector<LiveScheduler> live_schedulers(db::Connection& conn, double heartbeat_interval) {
+  auto r = conn.query(
+      R"(SELECT id, host, pid, archivers FROM timewarp.schedulers
+          WHERE stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1)
+          ORDER BY id)",
+      std::max(3 * heartbeat_interval, 15.0));
+  std::vector<LiveScheduler> out;
+  for (int row = 0; row < r.rows(); ++row) {
+    out.push_back({std::string(r.text(row, 0)), std::string(r.text(row, 1)),
+                   std::string(r.text(row, 2)), static_cast<int>(r.int64(row, 3))});
+  }
+  return out;
+}
+
+void print(const std::vector<LiveScheduler>& schedulers) {
+  for (const auto& s : schedulers) {
+    std::cout << fmt::format("scheduler {} on {} (pid {}): {} archivers\n", s.id, s.host, s.pid,
+                             s.archivers);
+  }
+}
+
+int run_archivers(const Config& config, const ArchiversOptions& options) {
+  db::Connection conn(config.database);
+  if (options.archivers == 0) {
+    const auto schedulers = live_schedulers(conn, config.heartbeat_interval);
+    print(schedulers);
+    if (schedulers.empty()) std::cout << "no scheduler is running\n";
+    return 0;
+  }
+  conn.query(
+      R"(INSERT INTO timewarp.control (name, value, set_at) VALUES ('archivers', $1, now())
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value, set_at = excluded.set_at)",
+      std::to_string(options.archivers));
+  std::cout << fmt::format("asked the running monitors for {} archivers\n", options.archivers);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<std::int64_t>(options.wait * 1000));
+  while (true) {
+    const auto schedulers = live_schedulers(conn, config.heartbeat_interval);
+    bool all = !schedulers.empty();
+    for (const auto& s : schedulers) all = all && s.archivers == options.archivers;
+    if (all || std::chrono::steady_clock::now() >= deadline) {
+      print(schedulers);
+      if (all) return 0;
+      if (options.wait <= 0) return 0;
+      std::cerr
+          << (schedulers.empty()
+                  ? "timewarp archivers: no scheduler is running (is timewarp-monitor running?); "
+                    "a monitor started later uses its configuration\n"
+                  : fmt::format("timewarp archivers: not every scheduler reports {} archivers "
+                                "after {} s\n",
+                                options.archivers, options.wait));
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+void add_control_commands(CLI::App& app, Config& config, std::function<int()>& run) {
+  auto options = std::make_shared<ArchiversOptions>();
+  auto* archivers = app.add_subcommand(
+      "archivers", "show the archiver pools of the running schedulers, or resize them to N");
+  archivers->fallthrough();
+  archivers->add_option("N", options->archivers, "archivers per scheduler (1-256)")
+      ->check(CLI::Range(1, 256));
+  archivers
+      ->add_option("--wait", options->wait,
+                   "seconds to wait for the schedulers to report N (0: do not wait)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  archivers->callback([&config, &run, options] {
+    run = [&config, options] { return run_archivers(config, *options); };
+  });
+}
+
+}  // namespace tw::cli

@@ -1,0 +1,289 @@
+#include "cli/status_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tw::cli {
+namespace {
+
+// ANSI attributes, used only when colour is on.
+struct Paint {
+  bool on = false;
+  std::string operator()(std::string_view code, std::string_view text) const {
+    if (!on) return std::string(text);
+    return fmt::format("\x1b[{}m{}\x1b[0m", code, text);
+  }
+  std::string bold(std::string_view t) const { return (*this)("1", t); }
+  std::string red(std::string_view t) const { return (*this)("31", t); }
+  std::string yellow(std::string_view t) const { return (*this)("33", t); }
+  std::string green(std::string_view t) const { return (*this)("32", t); }
+};
+
+std::string plural(std::int64_t n, std::string_view word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+Json optional_number(const std::optional<double>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+Json optional_number(const std::optional<std::int64_t>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+Json optional_text(const std::string& value) { return value.empty() ? Json(nullptr) : Json(value); }
+
+Json scheduler_json(const db::SchedulerInfo& s, double stale_after) {
+  return Json{{"id", s.id},
+              {"host", s.host},
+              {"pid", s.pid},
+              {"strategy", s.strategy},
+              {"batch_size", s.batch_size},
+              {"started_at", optional_text(s.started_at)},
+              {"heartbeat_age_seconds", s.heartbeat_age},
+              {"alive", s.heartbeat_age <= stale_after},
+              {"archivers", s.archivers},
+              {"busy", s.busy},
+              {"idle", s.idle},
+              {"busy_high_water", s.busy_high_water},
+              {"batch_queue_length", s.batch_queue_length},
+              {"batch_queue_high_water", s.batch_queue_high_water},
+              {"items_done", s.items_done},
+              {"items_failed", s.items_failed}};
+}
+
+// "0", "0.02", "2.5", "1250": enough digits to tell a trickle from nothing.
+std::string rate_text(double rate) {
+  if (rate <= 0) return "0";
+  if (rate < 1) return fmt::format("{:.2f}", rate);
+  if (rate < 100) return fmt::format("{:.1f}", rate);
+  return fmt::format("{:.0f}", rate);
+}
+
+std::string item_age(const db::ItemRecord& item) {
+  return item.finished_age ? duration(*item.finished_age) + " ago" : "-";
+}
+
+}  // namespace
+
+std::int64_t backlog(const db::QueueCounts& c) { return c.claimable + c.delayed + c.dispatched; }
+
+double completion_rate(const db::QueueCounts& c) {
+  return static_cast<double>(c.completed_last_minute) / 60.0;
+}
+
+std::optional<double> drain_eta(const db::QueueCounts& c) {
+  const auto left = backlog(c);
+  if (left == 0) return 0.0;
+  const double rate = completion_rate(c);
+  if (rate <= 0) return std::nullopt;
+  return static_cast<double>(left) / rate;
+}
+
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  if (seconds < 0) seconds = 0;
+  if (seconds < 1) return fmt::format("{}ms", static_cast<std::int64_t>(seconds * 1000));
+  if (seconds < 60) return fmt::format("{:.1f}s", seconds);
+  const auto s = static_cast<std::int64_t>(seconds);
+  if (s < 3600) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  return fmt::format("{}d{:02d}h", s / 86400, (s % 86400) / 3600);
+}
+
+std::string progress_bar(double fraction, int width) {
+  if (!std::isfinite(fraction)) fraction = 0;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  width = std::max(1, width);
+  const int filled = static_cast<int>(std::floor(fraction * width));
+  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '-') + "]";
+}
+
+std::string printable(std::string_view text, std::size_t limit) {
+  std::string out;
+  bool cut = false;
+  for (char ch : text) {
+    if (limit > 0 && out.size() >= limit) {
+      cut = true;
+      break;
+    }
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("%{:02X}", c);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  if (cut) out += "...";
+  return out;
+}
+
+std::string status_text(const db::StatusReport& report, const ViewOptions& options,
+                        const WatchProgress* watch) {
+  const Paint paint{options.color};
+  const auto& c = report.counts;
+  std::string out;
+  const auto line = [&out](std::string_view label, const std::string& text) {
+    out += fmt::format("{:<12}{}\n", label, text);
+  };
+
+  out += paint.bold(fmt::format("TimeWarp status at {}", report.time)) + "\n";
+  if (!options.database.empty()) line("database", options.database);
+  out += "\n";
+
+  const auto left = backlog(c);
+  std::string delayed = fmt::format("{} delayed", c.delayed);
+  if (c.next_retry_in) delayed += fmt::format(" (next retry in {})", duration(*c.next_retry_in));
+  line("backlog", fmt::format("{}: {} claimable, {}, {} dispatched", plural(left, "item"),
+                              c.claimable, delayed, c.dispatched));
+  line("oldest", c.oldest_claimable_age
+                     ? fmt::format("{} waiting", duration(*c.oldest_claimable_age))
+                     : std::string("- (nothing claimable)"));
+  const double rate = completion_rate(c);
+  std::string eta;
+  if (left == 0) {
+    eta = paint.green("queue drained");
+  } else if (const auto seconds = drain_eta(c)) {
+    eta = fmt::format("backlog drains in about {}", duration(*seconds));
+  } else {
+    eta = paint.yellow("nothing completed in the last minute: no estimate");
+  }
+  line("progress", fmt::format("{} completed in the last minute ({}/s); {}",
+                               c.completed_last_minute, rate_text(rate), eta));
+  line("totals", fmt::format("{} completed, {} failed", c.completed, c.failed));
+  if (watch) {
+    const double total = static_cast<double>(watch->done + watch->remaining);
+    const double fraction = total > 0 ? static_cast<double>(watch->done) / total : 1.0;
+    line("draining",
+         fmt::format("{} {:3.0f}%  {} done since watching began, {} to go",
+                     progress_bar(fraction, 30), fraction * 100, watch->done, watch->remaining));
+  }
+  out += "\n";
+
+  const auto alive =
+      std::count_if(report.schedulers.begin(), report.schedulers.end(),
+                    [&](const auto& s) { return s.heartbeat_age <= options.stale_after; });
+  std::string scheduler_summary = fmt::format("{} running", alive);
+  if (alive == 0) {
+    scheduler_summary = left > 0 ? paint.yellow("none running (is timewarp-monitor started?)")
+                                 : std::string("none running");
+  }
+  if (static_cast<std::size_t>(alive) < report.schedulers.size()) {
+    scheduler_summary +=
+        fmt::format(", {} stale", report.schedulers.size() - static_cast<std::size_t>(alive));
+  }
+  line("schedulers", scheduler_summary);
+  for (const auto& s : report.schedulers) {
+    const bool stale = s.heartbeat_age > options.stale_after;
+    std::string heartbeat = fmt::format("heartbeat {} ago", duration(s.heartbeat_age));
+    if (stale) heartbeat = paint.yellow(heartbeat + ", stale");
+    out += fmt::format("  #{} {}  pid {}  {}  batch {}  {}\n", s.id, paint.bold(printable(s.host)),
+                       s.pid, s.strategy, s.batch_size, heartbeat);
+    out += fmt::format(
+        "      archivers {}: {} busy, {} idle, busiest {}   batch queue {}, most {}   "
+        "done {}, failed {}\n",
+        s.archivers, s.busy, s.idle, s.busy_high_water, s.batch_queue_length,
+        s.batch_queue_high_water, s.items_done, s.items_failed);
+  }
+  out += "\n";
+
+  if (c.failed_last_hour == 0) {
+    line("failures", "none in the last hour");
+  } else {
+    line("failures", paint.red(fmt::format("{} in the last hour", c.failed_last_hour)));
+    for (const auto& f : report.recent_failures) {
+      out += fmt::format("  #{} {}  {} {} ({})\n", f.id, item_age(f), f.op, printable(f.path),
+                         plural(f.attempts, "attempt"));
+      out += fmt::format("      {}\n", paint.red(printable(f.last_error, 300)));
+    }
+    const auto shown = static_cast<std::int64_t>(report.recent_failures.size());
+    if (c.failed_last_hour > shown) {
+      out += fmt::format("  ... and {} more: timewarp failed\n", c.failed_last_hour - shown);
+    }
+  }
+  return out;
+}
+
+Json status_json(const db::StatusReport& report, const ViewOptions& options,
+                 const WatchProgress* watch) {
+  const auto& c = report.counts;
+  Json schedulers = Json::array();
+  for (const auto& s : report.schedulers)
+    schedulers.push_back(scheduler_json(s, options.stale_after));
+  Json failures = Json::array();
+  for (const auto& f : report.recent_failures) failures.push_back(item_json(f));
+  Json doc{{"time", report.time},
+           {"database", options.database},
+           {"backlog",
+            {{"claimable", c.claimable},
+             {"delayed", c.delayed},
+             {"dispatched", c.dispatched},
+             {"total", backlog(c)},
+             {"oldest_claimable_age_seconds", optional_number(c.oldest_claimable_age)},
+             {"next_retry_in_seconds", optional_number(c.next_retry_in)}}},
+           {"progress",
+            {{"completed_last_minute", c.completed_last_minute},
+             {"per_second", completion_rate(c)},
+             {"drain_eta_seconds", optional_number(drain_eta(c))}}},
+           {"totals", {{"completed", c.completed}, {"failed", c.failed}}},
+           {"schedulers", std::move(schedulers)},
+           {"failures", {{"last_hour", c.failed_last_hour}, {"recent", std::move(failures)}}}};
+  if (watch) {
+    const double total = static_cast<double>(watch->done + watch->remaining);
+    doc["watch"] = {{"frame", watch->frame},
+                    {"done_since_start", watch->done},
+                    {"remaining", watch->remaining},
+                    {"fraction_done", total > 0 ? static_cast<double>(watch->done) / total : 1.0}};
+  }
+  return doc;
+}
+
+Json item_json(const db::ItemRecord& item) {
+  return Json{{"id", item.id},
+              {"op", item.op},
+              {"path", item.path},
+              {"dest_path", optional_text(item.dest_path)},
+              {"status", item.status},
+              {"priority", item.priority},
+              {"size", optional_number(item.size)},
+              {"enqueued_at", optional_text(item.enqueued_at)},
+              {"not_before", optional_text(item.not_before)},
+              {"dispatched_at", optional_text(item.dispatched_at)},
+              {"started_at", optional_text(item.started_at)},
+              {"finished_at", optional_text(item.finished_at)},
+              {"attempts", item.attempts},
+              {"error", optional_text(item.last_error)},
+              {"scheduler_id", optional_number(item.scheduler_id)},
+              {"batch_id", optional_number(item.batch_id)},
+              {"archive_bytes", optional_number(item.archive_bytes)},
+              {"cpu_us", optional_number(item.cpu_us)}};
+}
+
+std::string items_text(const std::vector<db::ItemRecord>& items, const ViewOptions& options) {
+  const Paint paint{options.color};
+  std::string out;
+  for (const auto& item : items) {
+    std::string status = fmt::format("{:<10}", item.status);
+    if (item.status == "FAILED") status = paint.red(status);
+    if (item.status == "COMPLETED") status = paint.green(status);
+    std::string what = printable(item.path);
+    if (!item.dest_path.empty()) what += " -> " + printable(item.dest_path);
+    const std::string& when = item.finished_at.empty() ? item.enqueued_at : item.finished_at;
+    out += fmt::format("#{:<8} {} {:<6} {}  {}  {}", item.id, status, item.op, when,
+                       plural(item.attempts, "attempt"), what);
+    if (item.archive_bytes) out += fmt::format("  ({} bytes archived)", *item.archive_bytes);
+    out += "\n";
+    if (!item.last_error.empty())
+      out += fmt::format("          {}\n", printable(item.last_error, 500));
+  }
+  return out;
+}
+
+std::string dump_json(const Json& document, int indent) {
+  return document.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace tw::cli

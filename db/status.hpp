@@ -1,0 +1,98 @@
+// What the operator asks of the master queue: one consistent status snapshot (backlog,
+// progress, schedulers, recent failures), the items of one path, the failed items, and
+// requeueing failed items by hand. Every read stays cheap with millions of rows: totals
+// come from the counters migration 0003 keeps, everything else from partial-index ranges.
+// Not thread-safe: use from the thread that owns the Connection.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "db/connection.hpp"
+#include "db/queue.hpp"
+
+namespace tw::db {
+
+// One row of timewarp.schedulers. Times are ISO 8601 UTC text ("2024-05-01T12:00:00.000Z").
+struct SchedulerInfo {
+  std::int64_t id = 0;
+  std::string host;
+  int pid = 0;
+  std::string strategy;
+  int batch_size = 0;
+  std::string started_at;
+  double heartbeat_age = 0;  // seconds since its last heartbeat
+  int archivers = 0;
+  int busy = 0;
+  int idle = 0;
+  int busy_high_water = 0;
+  int batch_queue_length = 0;
+  int batch_queue_high_water = 0;
+  std::int64_t items_done = 0;
+  std::int64_t items_failed = 0;
+};
+
+// One row of timewarp.items. Paths are in their stored (escaped) form; times are ISO 8601
+// UTC text, empty when NULL.
+struct ItemRecord {
+  std::int64_t id = 0;
+  std::string op;
+  std::string path;
+  std::string dest_path;
+  std::string status;
+  int priority = 0;
+  std::optional<std::int64_t> size;
+  std::string enqueued_at;
+  std::string not_before;
+  std::string dispatched_at;
+  std::string started_at;
+  std::string finished_at;
+  std::optional<double> finished_age;  // seconds since finished_at
+  int attempts = 0;
+  std::string last_error;
+  std::optional<std::int64_t> scheduler_id;
+  std::optional<std::int64_t> batch_id;
+  std::optional<std::int64_t> archive_bytes;
+  std::optional<std::int64_t> cpu_us;
+};
+
+struct StatusReport {
+  std::string time;  // the server's clock when the snapshot was taken
+  QueueCounts counts;
+  // Schedulers not stopped, including those whose heartbeat stopped less than an hour ago
+  // (look at heartbeat_age to tell them apart), in id order.
+  std::vector<SchedulerInfo> schedulers;
+  // Failures of the last hour, newest first, at most the number asked for
+  // (counts.failed_last_hour has them all).
+  std::vector<ItemRecord> recent_failures;
+};
+
+// Reads everything in one read-only snapshot, so the parts agree with each other.
+StatusReport read_status(Connection& conn, int max_failures);
+
+// Every item whose path, or MOVE destination, is `escaped_path`, oldest first; with a
+// limit above 0 only the newest `limit` of them.
+std::vector<ItemRecord> item_history(Connection& conn, const std::string& escaped_path, int limit);
+
+// FAILED items, most recently failed first; with a limit above 0 at most that many.
+std::vector<ItemRecord> failed_items(Connection& conn, int limit);
+
+struct RetryOutcome {
+  std::vector<std::int64_t> requeued;
+  // Ids left as they were, with their status ("" when no such item exists).
+  std::vector<std::pair<std::int64_t, std::string>> refused;
+};
+
+// Puts FAILED items back to NEW, claimable now, with a fresh attempt budget; last_error
+// keeps what the item went through ("requeued by hand after N failed attempts: ..."). The
+// queue's triggers wake the monitor. Items not FAILED are left as they are.
+RetryOutcome retry_failed(Connection& conn, std::span<const std::int64_t> ids);
+
+// retry_failed for every item FAILED when called, `chunk` items per statement. Items that
+// fail again while this runs are not requeued a second time. Returns how many were.
+std::int64_t retry_all_failed(Connection& conn, int chunk = 10000);
+
+}  // namespace tw::db

@@ -1,0 +1,78 @@
+#include "monitor/archive_view.hpp"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/escape.hpp"
+
+namespace tw::monitor {
+namespace {
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+ArchiveView::ArchiveView(std::string backup_root) : backup_root_(std::move(backup_root)) {}
+ArchiveView::~ArchiveView() = default;
+
+archive::Store* ArchiveView::store() {
+  if (store_) return &*store_;
+  // The archivers create the archive on first use; until then it holds nothing.
+  auto opened = archive::Store::open(backup_root_, archive::Store::Mode::ReadOnly);
+  if (!opened) return nullptr;
+  store_.emplace(std::move(opened.value()));
+  return &*store_;
+}
+
+std::optional<archive::Version> ArchiveView::live(std::string_view path) {
+  archive::Store* s = store();
+  if (s == nullptr) return std::nullopt;
+  auto versions = s->versions(path);
+  if (!versions) {
+    spdlog::warn("archive: {}; treating {} as not archived", versions.error(), escape_bytes(path));
+    return std::nullopt;
+  }
+  if (versions->empty() || !versions->back().exists()) return std::nullopt;
+  return std::move(versions->back());
+}
+
+std::vector<std::string> ArchiveView::archived_within(std::string_view dir) {
+  archive::Store* s = store();
+  if (s == nullptr) return {};
+  auto paths = s->paths_within(dir);
+  if (!paths) {
+    spdlog::warn("archive: {}; cannot list what is archived beneath {}", paths.error(),
+                 escape_bytes(dir));
+    return {};
+  }
+  return std::move(paths.value());
+}
+
+Difference compare(const std::string& path, const struct stat& st, const archive::Version* live) {
+  if (live == nullptr) return Difference::Content;
+  if ((live->mode & S_IFMT) != (st.st_mode & S_IFMT)) return Difference::Content;
+  if (S_ISREG(st.st_mode)) {
+    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != mtime_ns(st)) {
+      return Difference::Content;
+    }
+  } else if (S_ISLNK(st.st_mode)) {
+    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != mtime_ns(st)) {
+      return Difference::Content;
+    }
+    std::string target(live->link_target.size() + 1, '\0');
+    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    if (n < 0 || static_cast<std::size_t>(n) != live->link_target.size() ||
+        target.compare(0, static_cast<std::size_t>(n), live->link_target) != 0) {
+      return Difference::Content;
+    }
+  }
+  if (live->mode != st.st_mode || live->uid != st.st_uid || live->gid != st.st_gid) {
+    return Difference::Metadata;
+  }
+  return Difference::None;
+}
+
+}  // namespace tw::monitor

@@ -1,0 +1,64 @@
+// Which paths of the source trees the monitor queues: the `exclude` and `include` globs
+// and `max_file_size` of the configuration. Immutable after construction, so safe to use
+// from several threads.
+//
+// Glob rules (decided here; README "Filters"):
+//   - `*` and `?` match within one path component, `**` matches across `/`, `[a-z]`,
+//     `[!a]` / `[^a]` are classes, `\` quotes the next character;
+//   - a pattern without `/` is matched against the name of every component below the
+//     source root (so `*.tmp` or `.git` matches at any depth);
+//   - a pattern starting with `/` is matched against the absolute path, any other pattern
+//     with a `/` against the path relative to its source root (`build/*.o`);
+//   - a path is excluded when it, or a directory above it (below its source root),
+//     matches an exclude pattern and that same path does not match an include pattern. An
+//     excluded directory is neither watched nor scanned.
+// The backup root is always excluded when it lies inside a source directory (else the
+// archivers' own writes would be archived again, for ever).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config.hpp"
+
+namespace tw::monitor {
+
+// Matches `text` against one glob `pattern` (rules above). Linear in |pattern|·|text|.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+class Filter {
+ public:
+  Filter() = default;
+  // `roots` are absolute, lexically normal source directories.
+  Filter(std::vector<std::string> roots, std::vector<std::string> exclude,
+         std::vector<std::string> include, std::uint64_t max_file_size,
+         std::string backup_root = {});
+  // Throws std::runtime_error when a source directory lies inside the backup root.
+  static Filter from_config(const Config& config);
+
+  // True when `path` (absolute, normal) must not be queued. Paths outside every root are
+  // excluded too.
+  bool excluded(std::string_view path) const;
+  // True for a regular file over max_file_size: not queued (its older versions stay).
+  bool too_big(const struct stat& st) const;
+
+  const std::vector<std::string>& roots() const { return roots_; }
+  // The root `path` belongs to (the longest containing one), or "" when none.
+  std::string root_of(std::string_view path) const;
+
+ private:
+  bool matches(const std::vector<std::string>& patterns, std::string_view path,
+               std::string_view root) const;
+
+  std::vector<std::string> roots_;
+  std::vector<std::string> exclude_;
+  std::vector<std::string> include_;
+  std::uint64_t max_file_size_ = 0;
+  std::string backup_root_;  // absolute, normal; "" when none
+};
+
+}  // namespace tw::monitor

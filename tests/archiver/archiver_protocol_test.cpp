@@ -1,0 +1,258 @@
+// The real timewarp-archiver process over its pipes: answers for good, bad and awkward
+// requests, --null, EOF and SIGTERM.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "archive_test_util.hpp"
+#include "archiver/store.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ArchiverProcess;
+using test::fields;
+using test::TempDir;
+using test::write_file;
+
+class ArchiverProtocolTest : public ::testing::Test {
+ protected:
+  ArchiverProcess::Options options(std::vector<std::string> extra = {}) {
+    ArchiverProcess::Options o;
+    o.args = {"--backup-root=" + archive_, "--log-level=warn"};
+    o.args.insert(o.args.end(), extra.begin(), extra.end());
+    return o;
+  }
+  static std::string line(std::int64_t id, std::string_view op, const std::string& raw_path) {
+    return fmt::format("{}\t{}\t{}", id, op, escape_bytes(raw_path));
+  }
+  // The fields of the response, checking the id and the status.
+  static std::vector<std::string> expect_answer(const std::optional<std::string>& response,
+                                                const std::string& id, const std::string& status) {
+    EXPECT_TRUE(response.has_value()) << "no response";
+    if (!response) return {};
+    auto f = fields(*response);
+    EXPECT_EQ(f.size(), 4u) << *response;
+    if (f.size() != 4) return {};
+    EXPECT_EQ(f[0], id) << *response;
+    EXPECT_EQ(f[1] + " " + (f[1] == "FAILED" ? f[2] : std::string()), status) << *response;
+    return f;
+  }
+
+  TempDir dir_;
+  std::string archive_ = dir_ / "archive";
+};
+
+TEST_F(ArchiverProtocolTest, ArchivesAwkwardNamesSentEscaped) {
+  ArchiverProcess archiver(options());
+  const std::vector<std::string> names = {"with space", "tab\there", "new\nline", "100%",
+                                          "\xff\xfe",   "-rf",       "%41",       "caf\xc3\xa9"};
+  std::int64_t id = 1;
+  for (const auto& name : names) {
+    const std::string path = dir_ / ("src/" + name);
+    write_file(path, "content of " + name);
+    auto f =
+        expect_answer(archiver.request(line(id, "UPDATE", path)), std::to_string(id), "COMPLETE ");
+    ++id;
+    if (f.size() == 4) {
+      EXPECT_GT(std::stoull(f[2]), 0u);
+    }
+  }
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
+  for (const auto& name : names) {
+    const std::string path = dir_ / ("src/" + name);
+    RestoreOptions o;
+    o.destination = dir_ / fmt::format("out/{}", escape_bytes(name).size());
+    std::filesystem::remove(o.destination);
+    auto report = store->restore(path, o);
+    ASSERT_TRUE(report) << report.error();
+    EXPECT_EQ(test::compare_files(path, o.destination), "") << escape_bytes(name);
+  }
+}
+
+TEST_F(ArchiverProtocolTest, CompleteCarriesBytesAndCpu) {
+  ArchiverProcess archiver(options());
+  std::string big;
+  for (int i = 0; big.size() < (8u << 20); ++i) big += fmt::format("{:x}", i * 2654435761u);
+  write_file(dir_ / "src/big", big);
+  auto f = expect_answer(archiver.request(line(7, "UPDATE", dir_ / "src/big")), "7", "COMPLETE ");
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_GT(std::stoull(f[2]), 1000u);
+  EXPECT_GT(std::stoull(f[3]), 0u) << "8 MiB cannot be hashed and compressed in no CPU time";
+  f = expect_answer(archiver.request(line(8, "UPDATE", dir_ / "src/big")), "8", "COMPLETE ");
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[2], "0") << "an unchanged file adds nothing";
+}
+
+TEST_F(ArchiverProtocolTest, BadRequestsGetPermanentFailuresAndNeverACrash) {
+  ArchiverProcess archiver(options());
+  struct Case {
+    std::string request;
+    std::string id;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"abc\tUPDATE\t/x", "0", "bad item id"},
+      {"", "0", "bad item id"},
+      {"-5\tUPDATE\t/x", "0", "bad item id"},
+      {"5\tFROB\t/x", "5", "unknown op"},
+      {"6\tUPDATE", "6", "expected"},
+      {"7\tMOVE\t/a", "7", "MOVE takes 4 fields"},
+      {"8\tUPDATE\t/a\t/b", "8", "UPDATE takes 3 fields"},
+      {"9\tUPDATE\trelative/path", "9", "relative path"},
+      {"10\tUPDATE\t/a%zz", "10", "badly escaped"},
+      {"11\tUPDATE\t", "11", "empty path"},
+      {"12\tUPDATE\t/a/../b", "12", ".."},
+      {"13\tMOVE\t/a\tnot/absolute", "13", "relative path"},
+      {std::string("14\tUPDATE\t/nul\0byte", 19), "14", ""},
+      {"99999999999999999999\tUPDATE\t/x", "0", "bad item id"},
+      {"\xff\xfe\t\x01", "0", "bad item id"},
+  };
+  for (const auto& c : cases) {
+    auto f = expect_answer(archiver.request(c.request), c.id, "FAILED PERMANENT");
+    if (f.size() == 4) {
+      EXPECT_NE(f[3].find(c.needle), std::string::npos) << f[3];
+    }
+  }
+  // A line longer than 1 MiB, then a good request: still answered in order.
+  auto f = expect_answer(archiver.request("15\tUPDATE\t/" + std::string(3 << 20, 'x')), "15",
+                         "FAILED PERMANENT");
+  if (f.size() == 4) {
+    EXPECT_NE(f[3].find("longer than"), std::string::npos) << f[3];
+  }
+  write_file(dir_ / "ok", "ok");
+  expect_answer(archiver.request(line(16, "UPDATE", dir_ / "ok")), "16", "COMPLETE ");
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+}
+
+TEST_F(ArchiverProtocolTest, VanishedAndSpecialFiles) {
+  ArchiverProcess archiver(options());
+  for (const char* op : {"UPDATE", "STAT"}) {
+    auto f = expect_answer(archiver.request(line(1, op, dir_ / "gone")), "1", "FAILED PERMANENT");
+    if (f.size() == 4) {
+      EXPECT_EQ(f[3].rfind("vanished:", 0), 0u) << f[3];
+    }
+  }
+  auto f = expect_answer(archiver.request(line(2, "UPDATE", dir_ / "no/such/dir/file")), "2",
+                         "FAILED PERMANENT");
+  if (f.size() == 4) {
+    EXPECT_EQ(f[3].rfind("vanished:", 0), 0u) << f[3];
+  }
+  const std::string fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  expect_answer(archiver.request(line(3, "UPDATE", fifo)), "3", "FAILED PERMANENT");
+  const std::string sock = dir_ / "sock";
+  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(s, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr), 0);
+  f = expect_answer(archiver.request(line(4, "UPDATE", sock)), "4", "FAILED PERMANENT");
+  if (f.size() == 4) {
+    EXPECT_NE(f[3].find("socket"), std::string::npos);
+  }
+  ::close(s);
+  expect_answer(archiver.request(line(5, "UPDATE", "/dev/null")), "5", "FAILED PERMANENT");
+  // DELETE and MOVE of unknown paths are fine (nothing to record).
+  expect_answer(archiver.request(line(6, "DELETE", dir_ / "gone")), "6", "COMPLETE ");
+}
+
+TEST_F(ArchiverProtocolTest, PermissionDeniedIsPermanent) {
+  // Root reads anything, so the archiver runs as nobody (65534) for this test.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to start the archiver as another user";
+  const std::string locked = dir_ / "locked";
+  write_file(locked + "/file", "secret");
+  write_file(dir_ / "unreadable", "secret", 0000);
+  ASSERT_EQ(::chmod(locked.c_str(), 0000), 0);
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  std::filesystem::create_directories(archive_);
+  ASSERT_EQ(::chown(archive_.c_str(), 65534, 65534), 0);
+  auto o = options();
+  o.run_as = 65534;
+  ArchiverProcess archiver(o);
+  for (const std::string& path : {locked + "/file", dir_ / "unreadable"}) {
+    auto f = expect_answer(archiver.request(line(1, "UPDATE", path)), "1", "FAILED PERMANENT");
+    if (f.size() == 4) {
+      EXPECT_NE(f[3].find("Permission denied"), std::string::npos) << f[3];
+    }
+  }
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+}
+
+TEST_F(ArchiverProtocolTest, NullModeAnswersCompleteWithoutTouchingFiles) {
+  ArchiverProcess::Options o;
+  o.args = {"--null"};
+  ArchiverProcess archiver(o);
+  auto f = expect_answer(archiver.request(line(3, "UPDATE", dir_ / "does-not-matter")), "3",
+                         "COMPLETE ");
+  if (f.size() == 4) {
+    EXPECT_EQ(f[2], "0");
+    EXPECT_EQ(f[3], "0");
+  }
+  expect_answer(archiver.request("4\tMOVE\t/a\t/b"), "4", "COMPLETE ");
+  expect_answer(archiver.request("x\tUPDATE\t/a"), "0", "FAILED PERMANENT");
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+  EXPECT_FALSE(std::filesystem::exists(archive_));
+}
+
+TEST_F(ArchiverProtocolTest, NeedsABackupRootUnlessNull) {
+  ArchiverProcess::Options o;
+  o.args = {};
+  o.env = {{"BACKUP_ROOT", ""}};
+  ArchiverProcess archiver(o);
+  EXPECT_EQ(archiver.wait(), 2);
+}
+
+TEST_F(ArchiverProtocolTest, ExitsAtEofAndPromptlyOnSigterm) {
+  {
+    ArchiverProcess archiver(options());
+    archiver.close_stdin();
+    EXPECT_EQ(archiver.wait(10s), 0);
+  }
+  ArchiverProcess archiver(options());
+  write_file(dir_ / "f", "f");
+  expect_answer(archiver.request(line(1, "UPDATE", dir_ / "f")), "1", "COMPLETE ");
+  archiver.kill(SIGTERM);  // idle, blocked reading stdin
+  EXPECT_EQ(archiver.wait(5s), 0);
+}
+
+TEST_F(ArchiverProtocolTest, SigtermDuringALargeFileStopsPromptlyAndLeavesASoundArchive) {
+  const std::string big = dir_ / "big";
+  {
+    write_file(big, "");
+    ASSERT_EQ(::truncate(big.c_str(), off_t{4} << 30), 0);  // sparse: 4 GiB to read
+  }
+  ArchiverProcess archiver(options());
+  ASSERT_TRUE(archiver.send(line(1, "UPDATE", big)));
+  // Wait until it is busy writing the object (a temporary file appears).
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::exists(archive_ + "/tmp", ec) &&
+               !std::filesystem::is_empty(archive_ + "/tmp", ec);
+      },
+      30s));
+  archiver.kill(SIGTERM);
+  EXPECT_EQ(archiver.wait(5s), 0) << "did not stop within 5 s";
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store);
+  EXPECT_TRUE(store->verify().ok());
+}
+
+}  // namespace
+}  // namespace tw::archive

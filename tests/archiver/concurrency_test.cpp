@@ -1,0 +1,105 @@
+// Two real archivers given the same path at once serialize its history: no version is
+// lost or stored twice.
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "archive_test_util.hpp"
+#include "archiver/store.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+using test::ArchiverProcess;
+using test::fields;
+
+TEST(Concurrency, TwoArchiversOnOnePathKeepEveryVersionOnce) {
+  test::TempDir dir;
+  ArchiverProcess::Options o;
+  o.args = {"--backup-root=" + (dir / "archive"), "--log-level=error"};
+  ArchiverProcess first(o);
+  ArchiverProcess second(o);
+  const std::string link = dir / "link";
+  const std::string request = "\tUPDATE\t" + escape_bytes(link);
+  constexpr int kRounds = 150;
+  for (int i = 0; i < kRounds; ++i) {
+    // A symlink is replaced atomically, so both archivers see one state per round.
+    const std::string temp = dir / "link.new";
+    ASSERT_EQ(::symlink(fmt::format("target-{}", i).c_str(), temp.c_str()), 0);
+    ASSERT_EQ(::rename(temp.c_str(), link.c_str()), 0);
+    ASSERT_TRUE(first.send(std::to_string(2 * i + 1) + request));
+    ASSERT_TRUE(second.send(std::to_string(2 * i + 2) + request));
+    const auto a = first.read_line();
+    const auto b = second.read_line();
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(fields(*a)[1], "COMPLETE") << *a;
+    ASSERT_EQ(fields(*b)[1], "COMPLETE") << *b;
+  }
+  first.close_stdin();
+  second.close_stdin();
+  EXPECT_EQ(first.wait(), 0);
+  EXPECT_EQ(second.wait(), 0);
+  auto store = Store::open(dir / "archive", Store::Mode::ReadOnly);
+  ASSERT_TRUE(store);
+  auto versions = store->versions(link);
+  ASSERT_TRUE(versions) << versions.error();
+  ASSERT_EQ(versions->size(), static_cast<std::size_t>(kRounds));
+  for (int i = 0; i < kRounds; ++i) {
+    EXPECT_EQ((*versions)[static_cast<std::size_t>(i)].link_target, fmt::format("target-{}", i));
+  }
+  EXPECT_TRUE(store->verify().ok());
+}
+
+TEST(Concurrency, SecondWriterWaitsForTheFirstOnesHistoryWrite) {
+  using namespace std::chrono_literals;
+  test::TempDir dir;
+  const std::string root = dir / "archive";
+  const std::string link = dir / "link";
+  ASSERT_EQ(::symlink("state-0", link.c_str()), 0);
+  std::atomic<bool> armed{false};
+  std::atomic<bool> second_wrote{false};
+  std::thread second_thread;
+  ArchiveResult second_result;
+
+  StoreHooks second_hooks;
+  second_hooks.before_write_step = [&](std::string_view) { second_wrote = true; };
+  auto second = Store::open(root, Store::Mode::ReadWrite, second_hooks);
+  ASSERT_TRUE(second);
+  StoreHooks first_hooks;
+  first_hooks.before_write_step = [&](std::string_view step) {
+    if (!armed.exchange(false) || step != "create-temp") return;
+    // The first writer holds the path's lock and is about to write the history. Change the
+    // file and let the second writer archive the new state meanwhile.
+    ::unlink(link.c_str());
+    ASSERT_EQ(::symlink("state-2", link.c_str()), 0);
+    second_wrote = false;
+    second_thread = std::thread([&] { second_result = second->update(link); });
+    // It must not get to write anything before we are done.
+    EXPECT_FALSE(test::wait_until([&] { return second_wrote.load(); }, 300ms))
+        << "the second writer changed the history while the first held the lock";
+  };
+  auto first = Store::open(root, Store::Mode::ReadWrite, first_hooks);
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->update(link).outcome, Outcome::Complete);  // creates the node
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink("state-1", link.c_str()), 0);
+  armed = true;
+  ASSERT_EQ(first->update(link).outcome, Outcome::Complete);
+  ASSERT_TRUE(second_thread.joinable());
+  second_thread.join();
+  ASSERT_EQ(second_result.outcome, Outcome::Complete) << second_result.message;
+  auto versions = first->versions(link);
+  ASSERT_TRUE(versions);
+  ASSERT_EQ(versions->size(), 3u);
+  EXPECT_EQ((*versions)[1].link_target, "state-1");
+  EXPECT_EQ((*versions)[2].link_target, "state-2");
+}
+
+}  // namespace
+}  // namespace tw::archive

@@ -1,0 +1,193 @@
+// A real timewarp-archiver killed at every durable write step (and at random moments)
+// leaves an archive that verifies, and re-running the request stores the version once.
+#include <signal.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "archive_test_util.hpp"
+#include "archiver/sha256.hpp"
+#include "archiver/store.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ArchiverProcess;
+using test::fields;
+using test::TempDir;
+using test::write_file;
+
+class CrashTest : public ::testing::Test {
+ protected:
+  ArchiverProcess::Options options(long crash_at_step = 0) {
+    ArchiverProcess::Options o;
+    o.args = {"--backup-root=" + archive_, "--log-level=error"};
+    if (crash_at_step > 0)
+      o.env = {{"TIMEWARP_ARCHIVER_CRASH_AT_STEP", std::to_string(crash_at_step)}};
+    return o;
+  }
+
+  // Runs one request in a fresh archiver; returns its response (nothing if it died first).
+  std::optional<std::string> run_once(const std::string& request, long crash_at_step,
+                                      std::optional<int>* exit_status = nullptr) {
+    ArchiverProcess archiver(options(crash_at_step));
+    auto response = archiver.request(request);
+    archiver.close_stdin();
+    const auto status = archiver.wait();
+    if (exit_status != nullptr) *exit_status = status;
+    return response;
+  }
+
+  void expect_sound_archive(const std::string& context) {
+    auto store = Store::open(archive_, Store::Mode::ReadOnly);
+    ASSERT_TRUE(store) << store.error();
+    const VerifyReport report = store->verify();
+    std::string problems;
+    for (const auto& p : report.problems) problems += p + "\n";
+    EXPECT_TRUE(report.ok()) << context << ":\n" << problems;
+  }
+
+  std::uint64_t versions_with(const std::string& path, const std::string& digest) {
+    auto store = Store::open(archive_, Store::Mode::ReadOnly);
+    if (!store) return 0;
+    auto versions = store->versions(path);
+    if (!versions) return 0;
+    std::uint64_t n = 0;
+    for (const auto& v : *versions) n += v.sha256 == digest ? 1 : 0;
+    return n;
+  }
+
+  TempDir dir_;
+  std::string archive_ = dir_ / "archive";
+};
+
+TEST_F(CrashTest, KillAtEveryWriteStepOfCreatingTheArchive) {
+  write_file(dir_ / "src/file", "content");
+  const std::string request = "1\tUPDATE\t" + (dir_ / "src/file");
+  bool finished = false;
+  for (long step = 1; step <= 50 && !finished; ++step) {
+    archive_ = dir_ / fmt::format("archive{}", step);
+    std::optional<int> status;
+    run_once(request, step, &status);
+    EXPECT_EQ(status, 128 + SIGKILL);
+    // Done once a kill came after the archive's skeleton was complete.
+    finished = std::filesystem::exists(archive_ + "/nodes");
+    const auto response = run_once(request, 0);
+    ASSERT_TRUE(response) << "step " << step;
+    EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
+    expect_sound_archive(fmt::format("after a kill at step {}", step));
+  }
+  EXPECT_TRUE(finished);
+}
+
+TEST_F(CrashTest, KillAtEveryWriteStepOfAnUpdate) {
+  ASSERT_TRUE(Store::open(archive_, Store::Mode::ReadWrite));
+  long step = 1;
+  bool finished = false;
+  for (; step <= 500 && !finished; ++step) {
+    // A new path each time (new nodes, markers, object, history) with new content.
+    const std::string path = dir_ / fmt::format("src/dir{}/file {}", step, step);
+    std::string content = fmt::format("content {} ", step);
+    while (content.size() < 300000) content += content;
+    write_file(path, content);
+    const std::string request = fmt::format("{}\tUPDATE\t{}", step, escape_bytes(path));
+    std::optional<int> status;
+    const auto crashed = run_once(request, step, &status);
+    if (status == 0) {
+      finished = true;  // the step count passed the last write step: nothing was killed
+    } else {
+      EXPECT_EQ(status, 128 + SIGKILL);
+      EXPECT_FALSE(crashed.has_value());
+    }
+    expect_sound_archive(fmt::format("after a kill at step {}", step));
+    // Re-delivery stores the version exactly once.
+    for (int again = 0; again < 2; ++again) {
+      const auto response = run_once(request, 0);
+      ASSERT_TRUE(response);
+      EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
+      if (again == 1) {
+        EXPECT_EQ(fields(*response)[2], "0") << *response;
+      }
+    }
+    EXPECT_EQ(versions_with(path, sha256_hex(content)), 1u) << "step " << step;
+    EXPECT_TRUE(std::filesystem::is_empty(archive_ + "/tmp")) << "stale temporary files stay";
+  }
+  EXPECT_TRUE(finished);
+  EXPECT_GT(step, 15) << "an update of a new path has many write steps";
+}
+
+TEST_F(CrashTest, KillAtEveryWriteStepOfADirectoryMove) {
+  ASSERT_TRUE(Store::open(archive_, Store::Mode::ReadWrite));
+  long step = 1;
+  bool finished = false;
+  for (; step <= 500 && !finished; ++step) {
+    const std::string from = dir_ / fmt::format("src/tree{}", step);
+    const std::string to = dir_ / fmt::format("src/moved{}", step);
+    for (const char* leaf : {"a", "sub/b", "sub/c"}) {
+      write_file(from + "/" + leaf, fmt::format("{} {}", leaf, step));
+      ASSERT_EQ(fields(*run_once(fmt::format("1\tUPDATE\t{}/{}", from, leaf), 0))[1], "COMPLETE");
+    }
+    std::filesystem::rename(from, to);
+    const std::string request = fmt::format("2\tMOVE\t{}\t{}", from, to);
+    std::optional<int> status;
+    run_once(request, step, &status);
+    finished = status == 0;
+    expect_sound_archive(fmt::format("after a kill at step {}", step));
+    const auto response = run_once(request, 0);
+    ASSERT_TRUE(response);
+    EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
+    auto store = Store::open(archive_, Store::Mode::ReadOnly);
+    ASSERT_TRUE(store);
+    for (const char* leaf : {"a", "sub/b", "sub/c"}) {
+      auto moved = store->versions(to + "/" + leaf);
+      ASSERT_TRUE(moved);
+      ASSERT_EQ(moved->size(), 2u) << leaf << " at step " << step;
+      EXPECT_EQ(moved->back().op, Op::Move);
+      auto left = store->versions(from + "/" + leaf);
+      ASSERT_EQ(left->size(), 2u) << leaf << " at step " << step;
+      EXPECT_FALSE(left->back().exists());
+    }
+  }
+  EXPECT_TRUE(finished);
+}
+
+TEST_F(CrashTest, KillAtRandomMomentsWhileArchivingLargeFiles) {
+  std::mt19937_64 random(20261122);
+  const std::string path = dir_ / "src/large file";
+  int killed_mid_request = 0;
+  for (int round = 0; round < 32; ++round) {
+    std::string content(6 << 20, '\0');
+    for (std::size_t i = 0; i < content.size(); i += 8) {
+      const std::uint64_t r = random();
+      std::memcpy(&content[i], &r, 8);
+    }
+    write_file(path, content);
+    const std::string request = fmt::format("{}\tUPDATE\t{}", round + 1, escape_bytes(path));
+    {
+      ArchiverProcess archiver(options());
+      ASSERT_TRUE(archiver.send(request));
+      // The kill lands at a random point of the request's life, not after a condition.
+      std::this_thread::sleep_for(std::chrono::microseconds(random() % 120000));
+      archiver.kill(SIGKILL);
+      if (archiver.wait() == 128 + SIGKILL && !archiver.read_line(0ms)) ++killed_mid_request;
+    }
+    expect_sound_archive(fmt::format("round {}", round));
+    const auto response = run_once(request, 0);
+    ASSERT_TRUE(response);
+    EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
+    EXPECT_EQ(versions_with(path, sha256_hex(content)), 1u) << "round " << round;
+  }
+  EXPECT_GT(killed_mid_request, 5) << "the kills should mostly land during the work";
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->versions(path)->size(), 32u);
+}
+
+}  // namespace
+}  // namespace tw::archive

@@ -1,0 +1,406 @@
+// The archive store through its public API: round trips of awkward names, empty, sparse
+// and changing files, symlinks, the four operations, restore selection and safety.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "archive_test_util.hpp"
+#include "archiver/store.hpp"
+#include "archiver/timefmt.hpp"
+
+namespace tw::archive {
+namespace {
+
+using test::compare_files;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  Store open(StoreHooks hooks = {}) {
+    auto store = Store::open(dir_ / "archive", Store::Mode::ReadWrite, std::move(hooks));
+    if (!store) throw std::runtime_error(store.error());
+    return std::move(store.value());
+  }
+
+  static void expect_complete(const ArchiveResult& r) {
+    EXPECT_EQ(r.outcome, Outcome::Complete) << r.message;
+  }
+
+  // Archives `path` and restores it to a fresh place; the copy must match it exactly.
+  void round_trip(Store& store, const std::string& path) {
+    const ArchiveResult r = store.update(path);
+    ASSERT_EQ(r.outcome, Outcome::Complete) << r.message;
+    RestoreOptions options;
+    options.destination = dir_ / fmt::format("restored/{}", ++restores_);
+    auto report = store.restore(path, options);
+    ASSERT_TRUE(report) << report.error();
+    EXPECT_EQ(compare_files(path, options.destination), "") << path;
+  }
+
+  TempDir dir_;
+  int restores_ = 0;
+};
+
+TEST_F(StoreTest, AwkwardNamesRoundTrip) {
+  Store store = open();
+  const std::vector<std::string> names = {"with space",
+                                          "tab\there",
+                                          "new\nline",
+                                          "per%cent%41",
+                                          "\xff\xfe not utf-8",
+                                          "-leading-dash",
+                                          "--",
+                                          "caf\xc3\xa9",
+                                          "\x01\x1f\x7f controls",
+                                          "trailing space ",
+                                          std::string(255, 'n')};
+  for (const auto& name : names) {
+    const std::string path = dir_ / ("src/" + name);
+    write_file(path, "content of " + name, 0640);
+    round_trip(store, path);
+  }
+  // A path far longer than NAME_MAX in total, close to PATH_MAX.
+  std::string deep = dir_ / "src";
+  while (deep.size() < 3900) deep += "/" + std::string(200, 'd');
+  write_file(deep + "/leaf", "deep");
+  round_trip(store, deep + "/leaf");
+  EXPECT_TRUE(store.verify().ok());
+}
+
+TEST_F(StoreTest, EmptyFileRoundTrips) {
+  Store store = open();
+  const std::string path = dir_ / "src/empty";
+  write_file(path, "", 0600);
+  round_trip(store, path);
+  auto versions = store.versions(path);
+  ASSERT_TRUE(versions);
+  ASSERT_EQ(versions->size(), 1u);
+  EXPECT_EQ(versions->front().size, 0u);
+}
+
+TEST_F(StoreTest, SymlinksAreArchivedAsLinksEvenWhenDangling) {
+  Store store = open();
+  write_file(dir_ / "src/target", "the target");
+  const std::string link = dir_ / "src/link";
+  const std::string dangling = dir_ / "src/dangling";
+  ASSERT_EQ(::symlink("target", link.c_str()), 0);
+  ASSERT_EQ(::symlink("/nonexistent/nowhere", dangling.c_str()), 0);
+  test::set_mtime(link, 1'700'000'000, 123);
+  round_trip(store, link);
+  round_trip(store, dangling);
+  auto versions = store.versions(link);
+  ASSERT_TRUE(versions);
+  ASSERT_EQ(versions->size(), 1u);
+  EXPECT_TRUE(versions->front().is_symlink());
+  EXPECT_EQ(versions->front().link_target, "target");
+  EXPECT_TRUE(versions->front().sha256.empty());
+}
+
+TEST_F(StoreTest, SparseTwoGibFileIsStoredSmallAndRestoredIdentical) {
+  Store store = open();
+  const std::string path = dir_ / "src/sparse";
+  std::filesystem::create_directories(dir_ / "src");
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{2} << 30), 0);
+    ASSERT_EQ(::pwrite(fd, "middle", 6, off_t{1} << 30), 6);
+    ASSERT_EQ(::pwrite(fd, "end", 3, (off_t{2} << 30) - 3), 3);
+    ::close(fd);
+  }
+  const ArchiveResult r = store.update(path);
+  ASSERT_EQ(r.outcome, Outcome::Complete) << r.message;
+  EXPECT_LT(r.bytes_added, 1u << 20) << "a sparse 2 GiB file must compress to almost nothing";
+  RestoreOptions options;
+  options.destination = dir_ / "restored/sparse";
+  auto report = store.restore(path, options);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(compare_files(path, options.destination), "");
+  struct stat st {};
+  ASSERT_EQ(::stat(options.destination.c_str(), &st), 0);
+  EXPECT_LT(st.st_blocks * 512, 64 << 20) << "restore writes holes, not 2 GiB of zeros";
+}
+
+TEST_F(StoreTest, FileChangedWhileBeingReadIsRetriedNeverTorn) {
+  const std::string path = dir_ / "src/changing";
+  write_file(path, std::string(300000, 'a'));
+  bool change = true;
+  StoreHooks hooks;
+  hooks.after_content_read = [&] {
+    if (!change) return;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "more", 4), 4);
+    ::close(fd);
+  };
+  Store store = open(std::move(hooks));
+  const ArchiveResult r = store.update(path);
+  EXPECT_EQ(r.outcome, Outcome::FailedRetry);
+  EXPECT_NE(r.message.find("changed while being read"), std::string::npos) << r.message;
+  auto versions = store.versions(path);
+  ASSERT_TRUE(versions);
+  EXPECT_TRUE(versions->empty()) << "no version of a file that changed under us";
+
+  change = false;
+  round_trip(store, path);
+  EXPECT_EQ(read_file(dir_ / "restored/1"), std::string(300000, 'a') + "more");
+}
+
+TEST_F(StoreTest, FileChangedWhileRehashingAKnownVersionIsRetried) {
+  const std::string path = dir_ / "src/known";
+  write_file(path, "stable");
+  int calls = 0;
+  StoreHooks hooks;
+  hooks.after_content_read = [&] {
+    if (++calls == 2) write_file(path, "changed and longer");
+  };
+  Store store = open(std::move(hooks));
+  expect_complete(store.update(path));
+  EXPECT_EQ(store.update(path).outcome, Outcome::FailedRetry);
+  EXPECT_EQ(store.versions(path)->size(), 1u);
+}
+
+TEST_F(StoreTest, IdenticalUpdateStoresNothingNewButMetadataChangesDo) {
+  Store store = open();
+  const std::string path = dir_ / "src/file";
+  write_file(path, "same");
+  const ArchiveResult first = store.update(path);
+  expect_complete(first);
+  EXPECT_GT(first.bytes_added, 0u);
+  const ArchiveResult again = store.update(path);
+  expect_complete(again);
+  EXPECT_EQ(again.bytes_added, 0u);
+  EXPECT_EQ(store.versions(path)->size(), 1u);
+
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  expect_complete(store.stat(path));
+  auto versions = store.versions(path);
+  ASSERT_EQ(versions->size(), 2u);
+  EXPECT_EQ(versions->back().op, Op::Stat);
+  EXPECT_EQ(versions->back().sha256, versions->front().sha256);
+  EXPECT_EQ(versions->back().mode & 07777, 0600u);
+  expect_complete(store.stat(path));
+  EXPECT_EQ(store.versions(path)->size(), 2u) << "an identical STAT stores nothing";
+
+  // Same content in another file: the object is shared, only metadata is written.
+  write_file(dir_ / "src/copy", "same");
+  const ArchiveResult copy = store.update(dir_ / "src/copy");
+  expect_complete(copy);
+  EXPECT_LT(copy.bytes_added, first.bytes_added + 600);
+}
+
+TEST_F(StoreTest, StatOfANeverArchivedFileStoresItsContent) {
+  Store store = open();
+  const std::string path = dir_ / "src/new";
+  write_file(path, "fresh");
+  expect_complete(store.stat(path));
+  auto versions = store.versions(path);
+  ASSERT_EQ(versions->size(), 1u);
+  EXPECT_EQ(versions->front().op, Op::Update);
+  EXPECT_FALSE(versions->front().sha256.empty());
+}
+
+TEST_F(StoreTest, RestorePicksVersionByTimeOrNumber) {
+  Store store = open();
+  const std::string path = dir_ / "src/evolving";
+  std::vector<std::int64_t> after;
+  for (int i = 1; i <= 3; ++i) {
+    write_file(path, fmt::format("version {}", i));
+    test::set_mtime(path, 1'700'000'000 + i, 0);
+    expect_complete(store.update(path));
+    after.push_back(now_ns());
+  }
+  for (int i = 1; i <= 3; ++i) {
+    RestoreOptions by_time;
+    by_time.which.at_ns = after[static_cast<std::size_t>(i - 1)];
+    by_time.destination = dir_ / fmt::format("at/{}", i);
+    ASSERT_TRUE(store.restore(path, by_time));
+    EXPECT_EQ(read_file(by_time.destination), fmt::format("version {}", i));
+
+    RestoreOptions by_number;
+    by_number.which.number = static_cast<std::uint64_t>(i);
+    by_number.destination = dir_ / fmt::format("number/{}", i);
+    ASSERT_TRUE(store.restore(path, by_number));
+    EXPECT_EQ(read_file(by_number.destination), fmt::format("version {}", i));
+  }
+  RestoreOptions too_early;
+  too_early.which.at_ns = 1'000'000'000;
+  too_early.destination = dir_ / "early";
+  auto early = store.restore(path, too_early);
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.error().find("did not exist"), std::string::npos) << early.error();
+  RestoreOptions missing;
+  missing.which.number = 9;
+  EXPECT_FALSE(store.restore(path, missing));
+}
+
+TEST_F(StoreTest, RestoreRefusesToOverwriteUnlessForced) {
+  Store store = open();
+  const std::string path = dir_ / "src/file";
+  write_file(path, "archived");
+  expect_complete(store.update(path));
+  write_file(path, "changed since");
+  auto refused = store.restore(path, {});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("--force"), std::string::npos) << refused.error();
+  EXPECT_EQ(read_file(path), "changed since");
+  RestoreOptions force;
+  force.overwrite = true;
+  ASSERT_TRUE(store.restore(path, force));
+  EXPECT_EQ(read_file(path), "archived");
+  // Into an existing directory: the file keeps its name.
+  std::filesystem::create_directories(dir_ / "into");
+  RestoreOptions into;
+  into.destination = dir_ / "into";
+  auto report = store.restore(path, into);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(read_file(dir_ / "into/file"), "archived");
+}
+
+TEST_F(StoreTest, DeleteMakesATombstoneForTheWholeSubtree) {
+  Store store = open();
+  write_file(dir_ / "src/d/a", "a");
+  write_file(dir_ / "src/d/sub/b", "b");
+  expect_complete(store.update(dir_ / "src/d/a"));
+  expect_complete(store.update(dir_ / "src/d/sub/b"));
+  const std::int64_t before = now_ns();
+  expect_complete(store.remove(dir_ / "src/d"));
+  EXPECT_EQ(store.versions(dir_ / "src/d/sub/b")->back().op, Op::Delete);
+  const ArchiveResult again = store.remove(dir_ / "src/d");
+  expect_complete(again);
+  EXPECT_EQ(again.bytes_added, 0u);
+  EXPECT_EQ(store.versions(dir_ / "src/d/a")->size(), 2u);
+
+  RestoreOptions latest;
+  latest.destination = dir_ / "out-latest";
+  auto none = store.restore(dir_ / "src/d/a", latest);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("no longer exists"), std::string::npos) << none.error();
+  RestoreOptions earlier;
+  earlier.which.at_ns = before;
+  earlier.destination = dir_ / "out-earlier";
+  auto report = store.restore(dir_ / "src/d", earlier);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(read_file(dir_ / "out-earlier/a"), "a");
+  EXPECT_EQ(read_file(dir_ / "out-earlier/sub/b"), "b");
+}
+
+TEST_F(StoreTest, MoveCarriesTheHistoryOfAFileAndOfADirectoryTree) {
+  Store store = open();
+  const std::string a = dir_ / "src/a";
+  write_file(a, "one");
+  expect_complete(store.update(a));
+  write_file(a, "two!");
+  expect_complete(store.update(a));
+  const std::string b = dir_ / "src/b";
+  ASSERT_EQ(::rename(a.c_str(), b.c_str()), 0);
+  expect_complete(store.move(a, b));
+  auto moved = store.versions(b);
+  ASSERT_TRUE(moved);
+  ASSERT_EQ(moved->size(), 3u);
+  EXPECT_EQ(moved->back().op, Op::Move);
+  EXPECT_EQ(moved->back().moved_from, a);
+  EXPECT_EQ(store.versions(a)->back().moved_to, b);
+  RestoreOptions first;
+  first.which.number = 1;
+  first.destination = dir_ / "b1";
+  ASSERT_TRUE(store.restore(b, first));
+  EXPECT_EQ(read_file(dir_ / "b1"), "one");
+  const ArchiveResult again = store.move(a, b);  // at-least-once delivery
+  expect_complete(again);
+  EXPECT_EQ(store.versions(b)->size(), 3u);
+
+  // A directory: every archived path beneath it follows.
+  write_file(dir_ / "src/tree/x", "x");
+  write_file(dir_ / "src/tree/deep/y", "y");
+  expect_complete(store.update(dir_ / "src/tree/x"));
+  expect_complete(store.update(dir_ / "src/tree/deep/y"));
+  expect_complete(store.update(dir_ / "src/tree/deep"));
+  std::filesystem::rename(dir_ / "src/tree", dir_ / "src/renamed");
+  expect_complete(store.move(dir_ / "src/tree", dir_ / "src/renamed"));
+  EXPECT_FALSE(store.versions(dir_ / "src/tree/deep/y")->back().exists());
+  EXPECT_EQ(store.versions(dir_ / "src/renamed/deep/y")->size(), 2u);
+  RestoreOptions tree;
+  tree.destination = dir_ / "tree-out";
+  auto report = store.restore(dir_ / "src/renamed", tree);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(read_file(dir_ / "tree-out/x"), "x");
+  EXPECT_EQ(read_file(dir_ / "tree-out/deep/y"), "y");
+  EXPECT_TRUE(store.verify().ok());
+}
+
+TEST_F(StoreTest, MoveOfAnUnknownPathArchivesTheNewName) {
+  Store store = open();
+  write_file(dir_ / "src/new-name", "arrived");
+  expect_complete(store.move(dir_ / "src/old-name", dir_ / "src/new-name"));
+  ASSERT_EQ(store.versions(dir_ / "src/new-name")->size(), 1u);
+  EXPECT_EQ(store.move(dir_ / "src/a", dir_ / "src/a/inside").outcome, Outcome::FailedPermanent);
+}
+
+TEST_F(StoreTest, DirectoryRestoreKeepsMetadataAndNeverWritesOutsideTheDestination) {
+  Store store = open();
+  const std::string src = dir_ / "src";
+  write_file(src + "/top/file", "file", 0751);
+  test::set_mtime(src + "/top/file", 1'600'000'000, 42);
+  ASSERT_EQ(::symlink("file", (src + "/top/link").c_str()), 0);
+  std::filesystem::create_directories(src + "/top/empty");
+  ::chmod((src + "/top/empty").c_str(), 0700);
+  test::set_mtime(src + "/top/empty", 1'600'000'001, 0);
+  // top/sneaky was first a directory holding a file...
+  write_file(src + "/top/sneaky/payload", "payload");
+  for (const char* p : {"/top/file", "/top/link", "/top/empty", "/top/sneaky/payload"}) {
+    expect_complete(store.update(src + p));
+  }
+  // ...then became a symlink pointing outside. Its old child stays archived (no DELETE).
+  std::filesystem::remove_all(src + "/top/sneaky");
+  const std::string outside = dir_ / "outside";
+  std::filesystem::create_directories(outside);
+  ASSERT_EQ(::symlink(outside.c_str(), (src + "/top/sneaky").c_str()), 0);
+  expect_complete(store.update(src + "/top/sneaky"));
+  test::set_mtime(src + "/top", 1'600'000'002, 0);
+  expect_complete(store.update(src + "/top"));
+
+  RestoreOptions options;
+  options.destination = dir_ / "restored";
+  auto report = store.restore(src + "/top", options);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_FALSE(std::filesystem::exists(outside + "/payload")) << "wrote through a symlink";
+  EXPECT_EQ(report->problems.size(), 1u);
+  const std::string restored = options.destination;
+  EXPECT_EQ(compare_files(src + "/top/file", restored + "/file"), "");
+  EXPECT_EQ(compare_files(src + "/top/link", restored + "/link"), "");
+  EXPECT_EQ(compare_files(src + "/top/empty", restored + "/empty"), "");
+  EXPECT_EQ(compare_files(src + "/top", restored), "");
+}
+
+TEST_F(StoreTest, RefusesRelativeAndDotDotPathsAndSpecialFiles) {
+  Store store = open();
+  EXPECT_EQ(store.update("relative/path").outcome, Outcome::FailedPermanent);
+  EXPECT_EQ(store.update("/a/../b").outcome, Outcome::FailedPermanent);
+  const std::string fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const ArchiveResult r = store.update(fifo);
+  EXPECT_EQ(r.outcome, Outcome::FailedPermanent);
+  EXPECT_NE(r.message.find("fifo"), std::string::npos) << r.message;
+  const ArchiveResult gone = store.update(dir_ / "does-not-exist");
+  EXPECT_EQ(gone.outcome, Outcome::FailedPermanent);
+  EXPECT_EQ(gone.message.rfind("vanished:", 0), 0u) << gone.message;
+  EXPECT_EQ(store.stat(dir_ / "no/such/dir").message.rfind("vanished:", 0), 0u);
+}
+
+TEST_F(StoreTest, ReadOnlyOpenRefusesSomethingThatIsNotAnArchive) {
+  EXPECT_FALSE(Store::open(dir_ / "nothing-here", Store::Mode::ReadOnly));
+  write_file(dir_ / "busy/some-file", "x");
+  EXPECT_FALSE(Store::open(dir_ / "busy", Store::Mode::ReadWrite))
+      << "must not litter a directory that is not an archive";
+}
+
+}  // namespace
+}  // namespace tw::archive

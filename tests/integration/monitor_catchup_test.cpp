@@ -1,0 +1,144 @@
+// Changes made while the monitor was stopped are found at its next start, by a scan
+// against what the archive holds; only those are queued.
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "integration/monitor_harness.hpp"
+
+namespace tw {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class MonitorCatchUp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TW_REQUIRE_DATABASE();
+    h_ = std::make_unique<test::MonitorHarness>();
+  }
+  // Items queued after `after_id`, as "OP path" relative to the source.
+  std::set<std::string> queued_after(std::int64_t after_id) {
+    auto conn = h_->db().connect();
+    auto r = conn.query("SELECT op, path FROM timewarp.items WHERE id > $1", after_id);
+    std::set<std::string> out;
+    const std::string prefix = escape_bytes(h_->src().string());
+    for (int i = 0; i < r.rows(); ++i) {
+      std::string path(r.text(i, 1));
+      path = path == prefix ? "." : path.substr(prefix.size() + 1);
+      out.insert(std::string(r.text(i, 0)) + " " + path);
+    }
+    return out;
+  }
+  std::int64_t last_id() {
+    return h_->db().count("SELECT coalesce(max(id), 0) FROM timewarp.items");
+  }
+  ::testing::AssertionResult drained() {
+    if (test::wait_until([&] { return h_->open_items() == 0; }, 60s))
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << h_->open_items() << " items still open";
+  }
+
+  std::unique_ptr<test::MonitorHarness> h_;
+};
+
+TEST_F(MonitorCatchUp, FirstStartQueuesTheWholeTree) {
+  test::write_file(h_->path("a"), "1");
+  test::write_file(h_->path("d/b"), "2");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  EXPECT_EQ(queued_after(0),
+            (std::set<std::string>{"UPDATE .", "UPDATE a", "UPDATE d", "UPDATE d/b"}));
+  // What an operator sees of the monitor.
+  EXPECT_EQ(h_->db().scalar(fmt::format(
+                "SELECT watches || ' ' || unwatched_dirs || ' ' || items_queued || ' ' || "
+                "(scheduler_pid IS NOT NULL) FROM timewarp.monitors WHERE pid = {}",
+                h_->pid())),
+            "2 0 4 true");
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->restore(h_->path("d/b")), "2");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorCatchUp, AnUnchangedTreeQueuesNothing) {
+  for (int i = 0; i < 50; ++i) test::write_file(h_->path(fmt::format("d{}/f{}", i % 5, i)), "x");
+  fs::create_directory_symlink("d0", h_->path("link"));
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->stop(), 0);
+  const auto before = last_id();
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  EXPECT_EQ(queued_after(before), std::set<std::string>{});
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorCatchUp, ExactlyTheFilesChangedWhileStoppedGetNewVersions) {
+  for (const auto* name : {"same", "edited", "chmodded", "deleted", "dir/gone/x", "dir/kept"}) {
+    test::write_file(h_->path(name), std::string("old ") + name);
+  }
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->stop(), 0);
+
+  test::write_file(h_->path("edited"), "new content, longer");
+  ASSERT_EQ(::chmod(h_->path("chmodded").c_str(), 0600), 0);
+  fs::remove(h_->path("deleted"));
+  fs::remove_all(h_->path("dir/gone"));
+  test::write_file(h_->path("created"), "brand new");
+  test::write_file(h_->path("newdir/inner"), "inner");
+
+  const auto before = last_id();
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  EXPECT_EQ(
+      queued_after(before),
+      (std::set<std::string>{"UPDATE edited", "STAT chmodded", "DELETE deleted", "DELETE dir/gone",
+                             "UPDATE created", "UPDATE newdir", "UPDATE newdir/inner"}));
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->ops(h_->path("same")), "UPDATE");
+  EXPECT_EQ(h_->ops(h_->path("dir/kept")), "UPDATE");
+  EXPECT_EQ(h_->ops(h_->path("edited")), "UPDATE UPDATE");
+  EXPECT_EQ(h_->restore(h_->path("edited")), "new content, longer");
+  EXPECT_EQ(h_->restore(h_->path("edited"), 1), "old edited");
+  EXPECT_EQ(h_->ops(h_->path("chmodded")), "UPDATE STAT");
+  EXPECT_EQ(h_->ops(h_->path("deleted")), "UPDATE DELETE");
+  EXPECT_EQ(h_->ops(h_->path("dir/gone/x")), "UPDATE DELETE");
+  EXPECT_EQ(h_->restore(h_->path("created")), "brand new");
+  EXPECT_EQ(h_->restore(h_->path("newdir/inner")), "inner");
+  EXPECT_EQ(h_->failures(), "");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorCatchUp, WorkStillQueuedAtStopIsNotQueuedAgain) {
+  for (int i = 0; i < 20; ++i) test::write_file(h_->path(fmt::format("f{}", i)), "x");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->stop(), 0);
+  // Queued by hand while no monitor runs, then changed: the waiting UPDATE covers it.
+  std::string out;
+  ASSERT_EQ(
+      test::run_command(
+          {test::cli_exe(), "--database=" + h_->db().conninfo(), "enqueue", h_->path("f3")}, &out),
+      0)
+      << out;
+  test::write_file(h_->path("f3"), "changed");
+  test::write_file(h_->path("f4"), "changed");
+  const auto before = last_id();
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  EXPECT_EQ(queued_after(before), std::set<std::string>{"UPDATE f4"});
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->restore(h_->path("f3")), "changed");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+}  // namespace
+}  // namespace tw

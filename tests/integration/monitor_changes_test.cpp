@@ -1,0 +1,221 @@
+// File changes seen by the real monitor end up as versions in the archive: the real
+// monitor, scheduler, archivers and database, checked with `timewarp versions` and
+// `timewarp restore` as an operator would.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "integration/monitor_harness.hpp"
+
+namespace tw {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class MonitorChanges : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TW_REQUIRE_DATABASE();
+    h_ = std::make_unique<test::MonitorHarness>();
+  }
+  std::unique_ptr<test::MonitorHarness> h_;
+};
+
+TEST_F(MonitorChanges, CreateModifyChmodDeleteAreEachOneVersion) {
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  const auto f = h_->path("notes.txt");
+
+  test::write_file(f, "first draft");
+  ASSERT_TRUE(h_->wait_done("UPDATE", f));
+  EXPECT_EQ(h_->ops(f), "UPDATE");
+  EXPECT_EQ(h_->restore(f), "first draft");
+
+  test::write_file(f, "second draft, longer");
+  ASSERT_TRUE(h_->wait_done("UPDATE", f, 2));
+  EXPECT_EQ(h_->ops(f), "UPDATE UPDATE");
+  EXPECT_EQ(h_->restore(f), "second draft, longer");
+  EXPECT_EQ(h_->restore(f, 1), "first draft");
+
+  ASSERT_EQ(::chmod(f.c_str(), 0600), 0);
+  ASSERT_TRUE(h_->wait_done("STAT", f));
+  EXPECT_EQ(h_->ops(f), "UPDATE UPDATE STAT");
+  EXPECT_EQ(h_->restore(f), "second draft, longer");
+  struct stat st {};
+  ASSERT_EQ(::stat(h_->restored_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  fs::remove(f);
+  ASSERT_TRUE(h_->wait_done("DELETE", f));
+  EXPECT_EQ(h_->ops(f), "UPDATE UPDATE STAT DELETE");
+  EXPECT_EQ(h_->restore(f), std::nullopt) << "the latest version is the deletion";
+  EXPECT_EQ(h_->restore(f, 2), "second draft, longer");
+  EXPECT_EQ(h_->failures(), "");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorChanges, RenamedFileKeepsItsHistoryUnderTheNewName) {
+  const auto a = h_->path("a.txt");
+  const auto b = h_->path("b.txt");
+  test::write_file(a, "v1");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(h_->wait_done("UPDATE", a));
+  test::write_file(a, "v2");
+  ASSERT_TRUE(h_->wait_done("UPDATE", a, 2));
+
+  fs::rename(a, b);
+  ASSERT_TRUE(test::wait_until(
+      [&] { return h_->items("MOVE", a, "COMPLETED") == 1 && h_->open_items() == 0; }, 60s));
+  EXPECT_EQ(h_->ops(b), "UPDATE UPDATE MOVE");
+  EXPECT_EQ(h_->versions(b).back().extra, "from=" + a);
+  EXPECT_EQ(h_->ops(a), "UPDATE UPDATE MOVE");
+  EXPECT_EQ(h_->versions(a).back().extra, "to=" + b);
+  EXPECT_EQ(h_->restore(b), "v2");
+  EXPECT_EQ(h_->restore(b, 1), "v1");
+  EXPECT_EQ(h_->restore(a), std::nullopt);
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorChanges, RenamedDirectoryMovesEveryHistoryBeneathIt) {
+  test::write_file(h_->path("old/x"), "x1");
+  test::write_file(h_->path("old/deep/y"), "y1");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("old/deep/y")));
+  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("old/x")));
+
+  fs::rename(h_->path("old"), h_->path("new"));
+  ASSERT_TRUE(test::wait_until(
+      [&] { return h_->items("MOVE", h_->path("old"), "COMPLETED") == 1 && h_->open_items() == 0; },
+      60s));
+  EXPECT_EQ(h_->ops(h_->path("new/x")), "UPDATE MOVE");
+  EXPECT_EQ(h_->ops(h_->path("new/deep/y")), "UPDATE MOVE");
+  EXPECT_EQ(h_->restore(h_->path("new/deep/y")), "y1");
+  EXPECT_EQ(h_->restore(h_->path("old/x")), std::nullopt);
+  // The watches moved with the directory.
+  test::write_file(h_->path("new/deep/y"), "y2");
+  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("new/deep/y")));
+  EXPECT_EQ(h_->ops(h_->path("new/deep/y")), "UPDATE MOVE UPDATE");
+  EXPECT_EQ(h_->restore(h_->path("new/deep/y")), "y2");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorChanges, MkdirPWithImmediateWritesMissesNothing) {
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  for (int i = 0; i < 10; ++i) {
+    const auto dir = h_->path(fmt::format("t{}/a/b/c", i));
+    fs::create_directories(dir);
+    test::write_file(dir + "/f", fmt::format("content {}", i));
+  }
+  for (int i = 0; i < 10; ++i) {
+    const auto f = h_->path(fmt::format("t{}/a/b/c/f", i));
+    ASSERT_TRUE(h_->wait_done("UPDATE", f));
+    EXPECT_EQ(h_->restore(f), fmt::format("content {}", i));
+    EXPECT_EQ(h_->ops(h_->path(fmt::format("t{}/a/b", i))), "UPDATE");
+  }
+  EXPECT_EQ(h_->failures(), "");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorChanges, NamesWithNewlinesTabsPercentAndInvalidUtf8) {
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  const std::string name = std::string("odd\nname\twith%41 and \xff\xfe bytes");
+  const auto f = h_->path(name);
+  test::write_file(f, "odd content");
+  ASSERT_TRUE(h_->wait_done("UPDATE", f));
+  EXPECT_EQ(h_->ops(f), "UPDATE");
+  EXPECT_EQ(h_->restore(f), "odd content");
+  fs::rename(f, h_->path(name + "\n2"));
+  ASSERT_TRUE(test::wait_until(
+      [&] { return h_->items("MOVE", f, "COMPLETED") == 1 && h_->open_items() == 0; }, 60s));
+  EXPECT_EQ(h_->restore(h_->path(name + "\n2")), "odd content");
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorChanges, SymlinksAreArchivedAsLinksAndNeverFollowed) {
+  test::TempDir outside;
+  test::write_file(outside / "secret", "outside the tree");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  fs::create_directory_symlink(outside.path(), h_->path("link"));
+  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("link")));
+  EXPECT_EQ(h_->versions(h_->path("link")).at(0).extra, "link=" + outside.path().string());
+  test::write_file(outside / "more", "x");
+  test::write_file(h_->path("marker"), "m");  // something that is seen, to know we waited
+  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("marker")));
+  EXPECT_EQ(
+      h_->db().count(
+          "SELECT count(*) FROM timewarp.items WHERE path LIKE '%secret%' OR path LIKE '%more%'"),
+      0);
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+TEST_F(MonitorChanges, BurstOfTenThousandNewFiles) {
+  h_->start({"--archivers=6", "--batch-size=500"});
+  ASSERT_TRUE(h_->wait_catchup());
+  const auto started = std::chrono::steady_clock::now();
+  fs::create_directories(h_->path("burst"));
+  for (int i = 0; i < 10000; ++i) {
+    test::write_file(h_->path(fmt::format("burst/f{:05d}", i)), fmt::format("file {}", i));
+  }
+  const auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  const double written = since_start();
+  // Queued: the monitor's part. Archived: the scheduler's and archivers'.
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return h_->db().count(
+                   "SELECT count(DISTINCT path) FROM timewarp.items WHERE path LIKE "
+                   "'%/burst/f%'") == 10000;
+      },
+      60s, 50ms));
+  const double queued = since_start();
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return h_->db().count(
+                   "SELECT count(DISTINCT path) FROM timewarp.items WHERE status = 'COMPLETED' "
+                   "AND op = 'UPDATE' AND path LIKE '%/burst/f%'") == 10000 &&
+               h_->open_items() == 0;
+      },
+      120s, 100ms))
+      << h_->db().count(
+             "SELECT count(DISTINCT path) FROM timewarp.items WHERE path LIKE '%/burst/f%'")
+      << " distinct paths queued";
+  const double archived = since_start();
+  std::cout << fmt::format(
+      "10,000 files: written in {:.1f} s, all queued after {:.1f} s, all archived "
+      "after {:.1f} s ({} items)\n",
+      written, queued, archived,
+      h_->db().scalar("SELECT count(*) FROM timewarp.items WHERE path LIKE '%/burst/f%'"));
+  EXPECT_EQ(h_->failures(), "");
+  for (int i : {0, 1, 4999, 9998, 9999}) {
+    EXPECT_EQ(h_->restore(h_->path(fmt::format("burst/f{:05d}", i))), fmt::format("file {}", i));
+  }
+  std::string out;
+  ASSERT_EQ(test::run_command({test::cli_exe(), "--backup-root=" + h_->archive(), "versions", "-r",
+                               h_->path("burst")},
+                              &out),
+            0);
+  std::set<std::string> paths;  // the sixth field of each line
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::size_t start = 0;
+    for (int i = 0; i < 5 && start != std::string::npos; ++i) start = line.find('\t', start) + 1;
+    paths.insert(line.substr(start, line.find('\t', start) - start));
+  }
+  EXPECT_EQ(paths.size(), 10001u);  // the files and their directory
+  EXPECT_EQ(h_->stop(), 0);
+}
+
+}  // namespace
+}  // namespace tw

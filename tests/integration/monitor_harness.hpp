@@ -1,0 +1,159 @@
+// A source tree, an archive and the real timewarp-monitor (with the real scheduler and
+// archivers) on a per-test database, plus what the monitor tests ask of them: waiting for
+// queue items, and `timewarp versions` / `timewarp restore` as an operator would run them.
+#pragma once
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/escape.hpp"
+#include "db/connection.hpp"
+#include "integration/monitor_fixture.hpp"
+
+namespace tw::test {
+
+// One line of `timewarp versions`.
+struct VersionLine {
+  int number = 0;
+  std::string op;
+  std::string size;
+  std::string sha256;
+  std::string extra;  // from=, to=, link=, directory
+};
+
+class MonitorHarness {
+ public:
+  MonitorHarness() { std::filesystem::create_directories(src()); }
+
+  std::filesystem::path src() const { return dir_ / "src"; }
+  std::string path(const std::string& name) const { return (src() / name).string(); }
+  std::string archive() const { return (dir_ / "archive").string(); }
+  std::string log_file() const { return (dir_ / "monitor.log").string(); }
+  const TestDatabase& db() const { return db_; }
+  const TempDir& dir() const { return dir_; }
+
+  // Arguments every start gets; `extra` comes after them (and may repeat a key).
+  std::vector<std::string> base_args() const {
+    return {"--backup-root=" + archive(), "--source=" + src().string(), "--event-delay=0.05",
+            "--flush-interval=0.01",      "--heartbeat-interval=0.2",   "--log-file=" + log_file()};
+  }
+
+  void start(std::vector<std::string> extra = {"--archivers=2"}) {
+    auto args = base_args();
+    args.insert(args.end(), extra.begin(), extra.end());
+    monitor_ = std::make_unique<MonitorProcess>(db_, args);
+  }
+  // Waits until the monitor's start-up catch-up has queued what it found.
+  ::testing::AssertionResult wait_catchup(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const bool ok = wait_until(
+        [&] {
+          return db_.count(fmt::format("SELECT count(*) FROM timewarp.monitors WHERE pid = {} AND "
+                                       "catchup_finished_at IS NOT NULL AND stopped_at IS NULL",
+                                       monitor_->pid())) == 1;
+        },
+        timeout);
+    if (ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "the monitor's catch-up did not finish";
+  }
+  int stop() {
+    const int status = monitor_->stop();
+    monitor_.reset();
+    return status;
+  }
+  pid_t pid() const { return monitor_->pid(); }
+
+  // Items with this op and (raw) path.
+  std::int64_t items(const std::string& op, const std::string& raw_path,
+                     const std::string& status = "") const {
+    auto conn = db_.connect();
+    auto r = conn.query(
+        "SELECT count(*) FROM timewarp.items WHERE op = $1 AND path = $2 AND ($3 = '' OR status = "
+        "$3)",
+        op, escape_bytes(raw_path), status);
+    return r.int64(0, 0);
+  }
+  std::int64_t open_items() const {
+    return db_.count("SELECT count(*) FROM timewarp.items WHERE status IN ('NEW', 'DISPATCHED')");
+  }
+  std::string failures() const {
+    return db_.scalar(
+        "SELECT string_agg(op || ' ' || path || ': ' || coalesce(last_error, ''), '; ') "
+        "FROM timewarp.items WHERE status = 'FAILED'");
+  }
+  // Waits until `count` items `op path` are COMPLETED and nothing else waits in the queue.
+  ::testing::AssertionResult wait_done(const std::string& op, const std::string& raw_path,
+                                       std::int64_t count = 1,
+                                       std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const bool ok = wait_until(
+        [&] { return items(op, raw_path, "COMPLETED") >= count && open_items() == 0; }, timeout);
+    if (ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << op << " " << escape_bytes(raw_path) << ": " << items(op, raw_path, "COMPLETED")
+           << " completed of " << count << "; open " << open_items() << "; failed: " << failures()
+           << "; all: "
+           << db_.scalar(
+                  "SELECT string_agg(op || ' ' || path || ' ' || status, '; ' ORDER BY id) "
+                  "FROM timewarp.items");
+  }
+
+  std::vector<VersionLine> versions(const std::string& raw_path) const {
+    std::string out;
+    run_command({cli_exe(), "--backup-root=" + archive(), "versions", raw_path}, &out);
+    std::vector<VersionLine> lines;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::size_t start = 0;
+      while (true) {
+        const auto tab = line.find('\t', start);
+        f.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+        if (tab == std::string::npos) break;
+        start = tab + 1;
+      }
+      if (f.size() < 6) continue;
+      VersionLine v{std::stoi(f[0]), f[2], f[3], f[4], ""};
+      for (std::size_t i = 6; i < f.size(); ++i) v.extra += (v.extra.empty() ? "" : " ") + f[i];
+      lines.push_back(v);
+    }
+    return lines;
+  }
+  // "UPDATE STAT MOVE ..." — the ops of the versions of a path, oldest first.
+  std::string ops(const std::string& raw_path) const {
+    std::string out;
+    for (const auto& v : versions(raw_path)) out += (out.empty() ? "" : " ") + v.op;
+    return out;
+  }
+  // Restores `raw_path` (latest version, or `version`) to a fresh file; its content, or
+  // nothing when the restore failed.
+  std::optional<std::string> restore(const std::string& raw_path, int version = 0) {
+    const auto to = dir_ / fmt::format("restored-{}", ++restores_);
+    std::vector<std::string> argv{
+        cli_exe(), "--backup-root=" + archive(), "restore", raw_path, "--to", to.string()};
+    if (version > 0) {
+      argv.push_back("--version");
+      argv.push_back(std::to_string(version));
+    }
+    std::string out;
+    if (run_command(argv, &out) != 0) return std::nullopt;
+    return read_file(to);
+  }
+  std::filesystem::path restored_path() const {
+    return dir_ / fmt::format("restored-{}", restores_);
+  }
+
+ private:
+  TestDatabase db_;
+  TempDir dir_;
+  std::unique_ptr<MonitorProcess> monitor_;
+  int restores_ = 0;
+};
+
+}  // namespace tw::test

@@ -1,0 +1,147 @@
+#include "monitor/event_batcher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace tw::monitor {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string show(const std::vector<Change>& changes) {
+  std::string out;
+  for (const auto& c : changes) {
+    if (!out.empty()) out += " ";
+    out += std::string(to_string(c.op)) + ":" + c.path;
+    if (c.op == Op::Move) out += ">" + c.dest;
+  }
+  return out;
+}
+
+TEST(EventBatcher, RepeatedChangesToOnePathBecomeOneItem) {
+  EventBatcher b({100ms, 1000});
+  for (int i = 0; i < 50; ++i) b.add(Change::update("/s/a"));
+  b.add(Change::stat("/s/a"));
+  b.add(Change::stat("/s/b"));
+  b.add(Change::stat("/s/b"));
+  EXPECT_EQ(b.size(), 2u);
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/a STAT:/s/b");
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_FALSE(b.due().has_value());
+}
+
+TEST(EventBatcher, StatThenUpdateIsAnUpdateAndKeepsTheLatestOrder) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::stat("/s/a"));
+  b.add(Change::update("/s/b"));
+  b.add(Change::update("/s/a"));
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/b UPDATE:/s/a");
+}
+
+TEST(EventBatcher, DeleteWinsAndARecreatedPathIsAnUpdate) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::update("/s/a"));
+  b.add(Change::remove("/s/a"));
+  EXPECT_EQ(show(b.take()), "DELETE:/s/a");
+  b.add(Change::remove("/s/a"));
+  b.add(Change::update("/s/a"));
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/a");
+  b.add(Change::remove("/s/a"));
+  b.add(Change::stat("/s/a"));
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/a");
+}
+
+TEST(EventBatcher, DeletingADirectoryDropsTheWaitingChangesBeneathIt) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::update("/s/d/x"));
+  b.add(Change::update("/s/d-sibling"));
+  b.add(Change::remove("/s/d/y"));
+  b.add(Change::update("/s/d/e/z"));
+  b.add(Change::remove("/s/d", true));
+  b.add(Change::update("/s/d/new"));  // after the delete: kept, after it
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/d-sibling DELETE:/s/d UPDATE:/s/d/new");
+}
+
+TEST(EventBatcher, MoveDropsWaitingChangesOfBothNames) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::update("/s/a"));
+  b.add(Change::update("/s/b"));
+  b.add(Change::move("/s/a", "/s/b"));
+  b.add(Change::update("/s/b"));  // the watcher's follow-up: kept after the move
+  EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/b UPDATE:/s/b");
+}
+
+TEST(EventBatcher, DirectoryMoveDropsChangesBeneathTheOldName) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::update("/s/d/f"));
+  b.add(Change::update("/s/other"));
+  b.add(Change::move("/s/d", "/s/e", true));
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/other MOVE:/s/d>/s/e");
+}
+
+TEST(EventBatcher, ChainedMovesBecomeOneAndAMoveBackDisappears) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::move("/s/a", "/s/b"));
+  b.add(Change::move("/s/b", "/s/c"));
+  EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/c");
+  b.add(Change::move("/s/a", "/s/b"));
+  b.add(Change::move("/s/b", "/s/a"));
+  EXPECT_EQ(show(b.take()), "");
+}
+
+TEST(EventBatcher, AMovedPathDeletedAgainIsADeleteOfItsOldName) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::move("/s/a", "/s/b"));
+  b.add(Change::remove("/s/b"));  // (b may have had a history of its own before)
+  EXPECT_EQ(show(b.take()), "DELETE:/s/a DELETE:/s/b");
+  b.add(Change::move("/s/a", "/s/d/b"));
+  b.add(Change::remove("/s/d", true));
+  EXPECT_EQ(show(b.take()), "DELETE:/s/a DELETE:/s/d");
+}
+
+TEST(EventBatcher, DueAfterTheDelayFromTheFirstChangeOrAtOnceWhenFull) {
+  int notified = 0;
+  EventBatcher b({200ms, 3}, [&] { ++notified; });
+  EXPECT_FALSE(b.due().has_value());
+  const auto before = EventBatcher::Clock::now();
+  b.add(Change::update("/s/a"));
+  EXPECT_EQ(notified, 1);
+  ASSERT_TRUE(b.due().has_value());
+  EXPECT_GE(*b.due(), before + 200ms);
+  EXPECT_LE(*b.due(), EventBatcher::Clock::now() + 200ms);
+  b.add(Change::update("/s/b"));
+  EXPECT_EQ(notified, 1);  // the window was open already
+  b.add(Change::update("/s/c"));
+  EXPECT_EQ(notified, 2);  // full
+  EXPECT_LE(*b.due(), EventBatcher::Clock::now());
+}
+
+TEST(EventBatcher, RestoredChangesComeFirstAndAreDueAtTheRetryTime) {
+  EventBatcher b({10ms, 1000});
+  b.add(Change::update("/s/a"));
+  auto taken = b.take();
+  b.add(Change::update("/s/b"));
+  const auto retry = EventBatcher::Clock::now() + 5s;
+  b.restore(std::move(taken), retry);
+  EXPECT_EQ(*b.due(), retry);
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/a UPDATE:/s/b");
+  EXPECT_FALSE(b.due().has_value());
+}
+
+TEST(EventBatcher, SafeFromSeveralThreads) {
+  EventBatcher b({1ms, 100000});
+  std::atomic<bool> done{false};
+  std::size_t taken = 0;
+  std::thread producer([&] {
+    for (int i = 0; i < 20000; ++i) b.add(Change::update("/s/f" + std::to_string(i)));
+    done = true;
+  });
+  while (!done.load() || b.size() > 0) taken += b.take().size();
+  producer.join();
+  EXPECT_EQ(taken, 20000u);
+}
+
+}  // namespace
+}  // namespace tw::monitor

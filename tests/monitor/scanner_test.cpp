@@ -1,0 +1,213 @@
+// The catch-up scan against a real archive written by the real store.
+#include "monitor/scanner.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "archiver/store.hpp"
+#include "support/test_support.hpp"
+
+namespace tw::monitor {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    src_ = (dir_ / "src").string();
+    fs::create_directories(src_);
+    auto store = archive::Store::open((dir_ / "archive").string(), archive::Store::Mode::ReadWrite);
+    ASSERT_TRUE(store) << store.error();
+    store_.emplace(std::move(store.value()));
+  }
+
+  std::string path(const std::string& name) const { return src_ + "/" + name; }
+  void write(const std::string& name, const std::string& content) {
+    test::write_file(path(name), content);
+  }
+  // Archives everything now in the source tree (as the archivers would).
+  void archive_all() {
+    ASSERT_EQ(store_->update(src_).outcome, Outcome::Complete);
+    for (auto it = fs::recursive_directory_iterator(src_); it != fs::recursive_directory_iterator();
+         ++it) {
+      const auto r = store_->update(it->path().string());
+      ASSERT_EQ(r.outcome, Outcome::Complete) << r.message;
+    }
+  }
+  std::vector<std::string> scan(Filter filter = {}, const PendingSet* pending = nullptr,
+                                std::vector<std::string>* dirs = nullptr) {
+    if (filter.roots().empty()) filter = Filter({src_}, {}, {}, 0);
+    ArchiveView view((dir_ / "archive").string());
+    Scanner scanner(filter, view);
+    std::vector<Change> changes;
+    scanner.scan(
+        {src_, src_, true, pending},
+        [&](const std::string& d) {
+          if (dirs) dirs->push_back(d);
+        },
+        changes);
+    std::vector<std::string> out;
+    for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  test::TempDir dir_;
+  std::string src_;
+  std::optional<archive::Store> store_;
+};
+
+TEST_F(ScannerTest, EverythingIsNewWhenTheArchiveDoesNotExistYet) {
+  write("a", "1");
+  write("d/b", "2");
+  ArchiveView view((dir_ / "no-archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  Scanner scanner(filter, view);
+  std::vector<Change> changes;
+  scanner.scan({src_, src_, true, nullptr}, {}, changes);
+  EXPECT_EQ(changes.size(), 4u);  // src, a, d, d/b
+  for (const auto& c : changes) EXPECT_EQ(c.op, Op::Update);
+}
+
+TEST_F(ScannerTest, AnUnchangedTreeQueuesNothing) {
+  write("a", "1");
+  write("d/e/b", "2");
+  ::symlink("a", path("link").c_str());
+  archive_all();
+  EXPECT_EQ(scan(), std::vector<std::string>{});
+}
+
+TEST_F(ScannerTest, OnlyWhatChangedIsQueued) {
+  write("same", "1");
+  write("content", "1");
+  write("mode", "1");
+  write("gone", "1");
+  write("d/gone-too", "1");
+  write("d/gone-three", "1");
+  write("kept/x", "1");
+  ::symlink("a", path("link").c_str());
+  archive_all();
+  write("content", "22");
+  ::chmod(path("mode").c_str(), 0600);
+  fs::remove(path("gone"));
+  fs::remove_all(path("d"));
+  write("new", "3");
+  write("newdir/f", "4");
+  fs::remove(path("link"));
+  ::symlink("b", path("link").c_str());
+  EXPECT_EQ(scan(), (std::vector<std::string>{
+                        "DELETE " + path("d"),  // one DELETE for the whole gone subtree
+                        "DELETE " + path("gone"),
+                        "STAT " + path("mode"),
+                        "UPDATE " + path("content"),
+                        "UPDATE " + path("link"),
+                        "UPDATE " + path("new"),
+                        "UPDATE " + path("newdir"),
+                        "UPDATE " + path("newdir/f"),
+                    }));
+}
+
+TEST_F(ScannerTest, ContentRewrittenWithTheSameSizeIsFoundByItsTime) {
+  write("f", "aaaa");
+  archive_all();
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1700000000, 123456789}};
+  write("f", "bbbb");
+  ::utimensat(AT_FDCWD, path("f").c_str(), times, 0);
+  EXPECT_EQ(scan(), std::vector<std::string>{"UPDATE " + path("f")});
+}
+
+TEST_F(ScannerTest, WorkAlreadyQueuedIsNotQueuedTwice) {
+  write("a", "1");
+  write("b", "1");
+  archive_all();
+  write("a", "22");
+  write("c", "3");
+  fs::remove(path("b"));
+  PendingSet pending;
+  pending.paths[path("a")] = PendingSet::kUpdate;
+  pending.paths[path("b")] = PendingSet::kDelete;
+  EXPECT_EQ(scan({}, &pending), std::vector<std::string>{"UPDATE " + path("c")});
+}
+
+TEST_F(ScannerTest, LinksAreNotFollowedAndSpecialFilesNotQueued) {
+  write("real/f", "1");
+  fs::create_directory_symlink(path("real"), path("linkdir"));
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
+  std::vector<std::string> dirs;
+  const auto changes = scan({}, nullptr, &dirs);
+  EXPECT_EQ(changes,
+            (std::vector<std::string>{"UPDATE " + src_, "UPDATE " + path("linkdir"),
+                                      "UPDATE " + path("real"), "UPDATE " + path("real/f")}));
+  EXPECT_EQ(dirs, (std::vector<std::string>{src_, path("real")}));  // never the link's target
+}
+
+TEST_F(ScannerTest, ASourceDirectoryGivenAsALinkIsFollowedOnce) {
+  write("f", "1");
+  const std::string link = (dir_ / "src-link").string();
+  fs::create_directory_symlink(src_, link);
+  ArchiveView view((dir_ / "archive").string());
+  const Filter filter({link}, {}, {}, 0);
+  Scanner scanner(filter, view);
+  std::vector<Change> changes;
+  std::vector<std::string> dirs;
+  scanner.scan(
+      {link, link, true, nullptr}, [&](const std::string& d) { dirs.push_back(d); }, changes);
+  ASSERT_EQ(changes.size(), 1u);  // the file; not the link itself
+  EXPECT_EQ(changes[0].path, link + "/f");
+  EXPECT_EQ(dirs, std::vector<std::string>{link});
+}
+
+TEST_F(ScannerTest, FiltersApplyAndExcludedDirectoriesAreNotEntered) {
+  write("keep.txt", "1");
+  write("skip.tmp", "1");
+  write("cache/deep/x", "1");
+  write("big", std::string(2000, 'x'));
+  std::vector<std::string> dirs;
+  const auto changes = scan(Filter({src_}, {"*.tmp", "cache"}, {}, 1000), nullptr, &dirs);
+  EXPECT_EQ(changes, (std::vector<std::string>{"UPDATE " + src_, "UPDATE " + path("keep.txt")}));
+  EXPECT_EQ(dirs, std::vector<std::string>{src_});
+}
+
+TEST_F(ScannerTest, ArchivedButNowExcludedPathsAreNotDeleted) {
+  write("a.tmp", "1");
+  archive_all();
+  EXPECT_EQ(scan(Filter({src_}, {"*.tmp"}, {}, 0)), std::vector<std::string>{});
+}
+
+TEST_F(ScannerTest, NamesWithNewlinesTabsPercentAndInvalidUtf8) {
+  const std::string odd = std::string("new\nline\ttab%25\xff\xfe name");
+  write(odd, "1");
+  auto changes = scan();
+  EXPECT_EQ(changes, (std::vector<std::string>{"UPDATE " + src_, "UPDATE " + path(odd)}));
+  archive_all();
+  EXPECT_EQ(scan(), std::vector<std::string>{});
+}
+
+TEST_F(ScannerTest, ARenamedDirectoryIsComparedWithItsOldName) {
+  write("old/same", "1");
+  write("old/edited", "1");
+  archive_all();
+  fs::rename(path("old"), path("new"));
+  write("new/edited", "22");
+  write("new/added", "3");
+  ArchiveView view((dir_ / "archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  Scanner scanner(filter, view);
+  std::vector<Change> changes;
+  scanner.scan({path("new"), path("old"), false, nullptr}, {}, changes);
+  std::vector<std::string> out;
+  for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"UPDATE " + path("new/added"),
+                                           "UPDATE " + path("new/edited")}));
+}
+
+}  // namespace
+}  // namespace tw::monitor

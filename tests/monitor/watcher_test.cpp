@@ -1,0 +1,415 @@
+// The watcher on the real inotify, with a wrapper that injects what inotify does rarely: a
+// queue overflow (events lost) and a watch that cannot be added.
+#include "monitor/watcher.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <set>
+
+#include "archiver/store.hpp"
+#include "support/test_support.hpp"
+
+namespace tw::monitor {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Real inotify, plus injected faults.
+class FaultySource final : public EventSource {
+ public:
+  int fd() const override { return real_.fd(); }
+  int add_watch(const std::string& path, std::uint32_t mask) override {
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [dir, error] : failing_) {
+        if (path == dir || path.rfind(dir + "/", 0) == 0) return -error;
+      }
+    }
+    return real_.add_watch(path, mask);
+  }
+  void remove_watch(int wd) override { real_.remove_watch(wd); }
+  std::vector<RawEvent> read_events() override {
+    auto events = real_.read_events();
+    if (lose_events_.load() && !events.empty()) {
+      // The kernel dropped these and says so.
+      lose_events_ = false;
+      lost_ += events.size();
+      return {RawEvent{-1, IN_Q_OVERFLOW, 0, {}}};
+    }
+    return events;
+  }
+
+  // The next events read are lost, replaced by one IN_Q_OVERFLOW.
+  void lose_next_events() { lose_events_ = true; }
+  void fail_watches_within(const std::string& dir, int error) {
+    std::lock_guard lock(mutex_);
+    failing_.emplace_back(dir, error);
+  }
+  void heal() {
+    std::lock_guard lock(mutex_);
+    failing_.clear();
+  }
+  std::size_t lost() const { return lost_; }
+
+ private:
+  InotifySource real_;
+  std::atomic<bool> lose_events_{false};
+  std::size_t lost_ = 0;
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, int>> failing_;
+};
+
+class WatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    src_ = (dir_ / "src").string();
+    outside_ = (dir_ / "outside").string();
+    fs::create_directories(src_);
+    fs::create_directories(outside_);
+    auto store = archive::Store::open(archive_root(), archive::Store::Mode::ReadWrite);
+    ASSERT_TRUE(store) << store.error();
+    store_.emplace(std::move(store.value()));
+    log_ = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(200);
+    previous_logger_ = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", log_));
+  }
+  void TearDown() override {
+    watcher_.reset();
+    spdlog::set_default_logger(previous_logger_);
+  }
+
+  std::string archive_root() const { return (dir_ / "archive").string(); }
+  std::string path(const std::string& name) const { return src_ + "/" + name; }
+
+  void start(std::vector<std::string> exclude = {}, std::uint64_t max_size = 0,
+             PendingLookup pending = {}) {
+    filter_ = std::make_unique<Filter>(std::vector<std::string>{src_}, std::move(exclude),
+                                       std::vector<std::string>{}, max_size);
+    auto source = std::make_unique<FaultySource>();
+    source_ = source.get();
+    view_ = std::make_unique<ArchiveView>(archive_root());
+    Watcher::Options options;
+    options.rescan_unwatched = 200ms;
+    watcher_ = std::make_unique<Watcher>(options, std::move(source), *filter_, *view_, batcher_,
+                                         std::move(pending));
+    watcher_->catch_up();
+    collect();
+  }
+
+  // Archives `names` now (what the archivers would have done).
+  void archive(const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      const auto r = store_->update(n.empty() ? src_ : path(n));
+      ASSERT_EQ(r.outcome, Outcome::Complete) << r.message;
+    }
+  }
+
+  // Takes what the watcher produced, as "OP path[>dest]" lines relative to the source.
+  std::vector<std::string> collect() {
+    std::vector<std::string> out;
+    for (const auto& c : batcher_.take()) {
+      std::string line = std::string(to_string(c.op)) + " " + rel(c.path);
+      if (c.op == Op::Move) line += ">" + rel(c.dest);
+      out.push_back(line);
+    }
+    return out;
+  }
+  std::string rel(const std::string& p) const {
+    if (p == src_) return ".";
+    if (p.rfind(src_ + "/", 0) == 0) return p.substr(src_.size() + 1);
+    return p;
+  }
+
+  // Runs the watcher until `done` holds for everything it produced so far (bounded).
+  std::vector<std::string> pump_until(
+      const std::function<bool(const std::vector<std::string>&)>& done,
+      std::chrono::milliseconds timeout = 10s) {
+    std::vector<std::string> all;
+    test::wait_until(
+        [&] {
+          watcher_->run_once(20ms);
+          for (auto& line : collect()) all.push_back(std::move(line));
+          return done(all);
+        },
+        timeout, 0ms);
+    return all;
+  }
+  // Runs the watcher for a while, so late events would show up.
+  std::vector<std::string> pump_for(std::chrono::milliseconds how_long) {
+    return pump_until([](const auto&) { return false; }, how_long);
+  }
+  static bool has(const std::vector<std::string>& lines, const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  }
+  static auto has_all(std::vector<std::string> wanted) {
+    return [wanted](const std::vector<std::string>& lines) {
+      return std::all_of(wanted.begin(), wanted.end(),
+                         [&](const auto& w) { return has(lines, w); });
+    };
+  }
+  bool logged(const std::string& needle) const {
+    for (const auto& line : log_->last_formatted()) {
+      if (line.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  test::TempDir dir_;
+  std::string src_, outside_;
+  std::optional<archive::Store> store_;
+  std::unique_ptr<Filter> filter_;
+  std::unique_ptr<ArchiveView> view_;
+  EventBatcher batcher_{{0ms, 100000}};
+  FaultySource* source_ = nullptr;
+  std::unique_ptr<Watcher> watcher_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_;
+  std::shared_ptr<spdlog::logger> previous_logger_;
+};
+
+TEST_F(WatcherTest, CreateModifyChmodDelete) {
+  start();
+  test::write_file(path("f"), "1");
+  EXPECT_EQ(pump_until(has_all({"UPDATE f"})), std::vector<std::string>{"UPDATE f"});
+  test::write_file(path("f"), "22");
+  EXPECT_EQ(pump_until(has_all({"UPDATE f"})), std::vector<std::string>{"UPDATE f"});
+  ASSERT_EQ(::chmod(path("f").c_str(), 0600), 0);
+  EXPECT_EQ(pump_until(has_all({"STAT f"})), std::vector<std::string>{"STAT f"});
+  fs::remove(path("f"));
+  EXPECT_EQ(pump_until(has_all({"DELETE f"})), std::vector<std::string>{"DELETE f"});
+}
+
+TEST_F(WatcherTest, ReadingFilesQueuesNothing) {
+  test::write_file(path("f"), "content");
+  start();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(test::read_file(path("f")), "content");
+  const int fd = ::open(path("f").c_str(), O_RDONLY | O_NOATIME);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  EXPECT_EQ(pump_for(300ms), std::vector<std::string>{});
+}
+
+TEST_F(WatcherTest, MkdirPWithImmediateWritesMissesNothing) {
+  start();
+  std::vector<std::string> wanted;
+  for (int i = 0; i < 20; ++i) {
+    const std::string d = "a" + std::to_string(i) + "/b/c";
+    fs::create_directories(path(d));
+    test::write_file(path(d + "/f"), "x");
+    for (const auto& p : {"a" + std::to_string(i), "a" + std::to_string(i) + "/b", d, d + "/f"}) {
+      wanted.push_back("UPDATE " + p);
+    }
+  }
+  const auto got = pump_until(has_all(wanted));
+  for (const auto& w : wanted) EXPECT_TRUE(has(got, w)) << w;
+  // Later writes deep inside are seen through the new watches.
+  test::write_file(path("a7/b/c/g"), "y");
+  EXPECT_TRUE(has(pump_until(has_all({"UPDATE a7/b/c/g"})), "UPDATE a7/b/c/g"));
+}
+
+TEST_F(WatcherTest, NewFileIsQueuedWhenClosedHardLinksAndSymlinksAtOnce) {
+  start();
+  const int fd = ::open(path("slow").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "part", 4), 4);
+  EXPECT_EQ(pump_for(200ms), std::vector<std::string>{});  // still being written
+  ::close(fd);
+  EXPECT_EQ(pump_until(has_all({"UPDATE slow"})), std::vector<std::string>{"UPDATE slow"});
+  ASSERT_EQ(::link(path("slow").c_str(), path("hard").c_str()), 0);
+  ASSERT_EQ(::symlink("slow", path("soft").c_str()), 0);
+  const auto got = pump_until(has_all({"UPDATE hard", "UPDATE soft"}));
+  EXPECT_TRUE(has(got, "UPDATE hard"));
+  EXPECT_TRUE(has(got, "UPDATE soft"));
+}
+
+TEST_F(WatcherTest, RenameOfAnArchivedFileIsOneMove) {
+  test::write_file(path("a"), "1");
+  archive({"", "a"});
+  start();
+  EXPECT_EQ(collect(), std::vector<std::string>{});
+  fs::rename(path("a"), path("b"));
+  EXPECT_EQ(pump_until(has_all({"MOVE a>b"})), std::vector<std::string>{"MOVE a>b"});
+  EXPECT_EQ(pump_for(100ms), std::vector<std::string>{});
+}
+
+TEST_F(WatcherTest, RenameRightAfterAWriteAlsoQueuesTheNewContent) {
+  test::write_file(path("a"), "1");
+  archive({"", "a"});
+  start();
+  test::write_file(path("a"), "changed");
+  fs::rename(path("a"), path("b"));
+  EXPECT_EQ(pump_until(has_all({"MOVE a>b", "UPDATE b"})),
+            (std::vector<std::string>{"MOVE a>b", "UPDATE b"}));
+}
+
+TEST_F(WatcherTest, RenameOfANeverArchivedFileIsAnUpdateOfTheNewName) {
+  start();
+  test::write_file(path("tmp"), "1");
+  fs::rename(path("tmp"), path("final"));
+  EXPECT_EQ(pump_until(has_all({"UPDATE final"})), std::vector<std::string>{"UPDATE final"});
+}
+
+TEST_F(WatcherTest, RenamedDirectoryIsOneMoveAndItsWatchesFollow) {
+  test::write_file(path("d/x"), "1");
+  test::write_file(path("d/e/y"), "2");
+  archive({"", "d", "d/x", "d/e", "d/e/y"});
+  start();
+  fs::rename(path("d"), path("n"));
+  EXPECT_EQ(pump_until(has_all({"MOVE d>n"})), std::vector<std::string>{"MOVE d>n"});
+  test::write_file(path("n/e/z"), "3");
+  EXPECT_EQ(pump_until(has_all({"UPDATE n/e/z"})), std::vector<std::string>{"UPDATE n/e/z"});
+}
+
+TEST_F(WatcherTest, MovedOutIsADeleteMovedInIsAnUpdateOfEverything) {
+  test::write_file(path("d/x"), "1");
+  test::write_file(path("f"), "1");
+  archive({"", "d", "d/x", "f"});
+  test::write_file(outside_ + "/in/deep/y", "2");
+  test::write_file(outside_ + "/g", "3");
+  start();
+  fs::rename(path("d"), outside_ + "/d");
+  fs::rename(path("f"), outside_ + "/f");
+  fs::rename(outside_ + "/in", path("in"));
+  fs::rename(outside_ + "/g", path("g"));
+  const auto got = pump_until(has_all(
+      {"DELETE d", "DELETE f", "UPDATE in", "UPDATE in/deep", "UPDATE in/deep/y", "UPDATE g"}));
+  EXPECT_EQ(got.size(), 6u) << testing::PrintToString(got);
+  // The moved-out directory is no longer watched.
+  test::write_file(outside_ + "/d/later", "4");
+  EXPECT_EQ(pump_for(200ms), std::vector<std::string>{});
+}
+
+TEST_F(WatcherTest, SymlinksAreNotFollowed) {
+  test::write_file(outside_ + "/target/t", "1");
+  start();
+  fs::create_directory_symlink(outside_ + "/target", path("link"));
+  EXPECT_EQ(pump_until(has_all({"UPDATE link"})), std::vector<std::string>{"UPDATE link"});
+  test::write_file(outside_ + "/target/u", "2");
+  test::write_file(path("link/v"), "3");  // written through the link: lands outside
+  EXPECT_EQ(pump_for(200ms), std::vector<std::string>{});
+}
+
+TEST_F(WatcherTest, FiltersApply) {
+  start({"*.tmp", "cache"}, 10);
+  fs::create_directories(path("cache"));
+  test::write_file(path("cache/x"), "1");
+  test::write_file(path("a.tmp"), "1");
+  test::write_file(path("big"), std::string(11, 'x'));
+  test::write_file(path("small"), "1");
+  EXPECT_EQ(pump_until(has_all({"UPDATE small"})), std::vector<std::string>{"UPDATE small"});
+  EXPECT_EQ(pump_for(100ms), std::vector<std::string>{});
+}
+
+TEST_F(WatcherTest, OverflowLeadsToARescanThatMissesNothing) {
+  for (int i = 0; i < 50; ++i) test::write_file(path("old" + std::to_string(i)), "1");
+  test::write_file(path("d/kept"), "1");
+  std::vector<std::string> names{"", "d", "d/kept"};
+  for (int i = 0; i < 50; ++i) names.push_back("old" + std::to_string(i));
+  archive(names);
+  start();
+  EXPECT_EQ(collect(), std::vector<std::string>{});
+  source_->lose_next_events();
+  std::vector<std::string> wanted;
+  for (int i = 0; i < 200; ++i) {
+    test::write_file(path("new/n" + std::to_string(i)), "x");
+    wanted.push_back("UPDATE new/n" + std::to_string(i));
+  }
+  for (int i = 0; i < 10; ++i) {
+    test::write_file(path("old" + std::to_string(i)), "changed");
+    wanted.push_back("UPDATE old" + std::to_string(i));
+  }
+  for (int i = 10; i < 15; ++i) {
+    fs::remove(path("old" + std::to_string(i)));
+    wanted.push_back("DELETE old" + std::to_string(i));
+  }
+  ASSERT_EQ(::chmod(path("old20").c_str(), 0600), 0);
+  wanted.push_back("STAT old20");
+  fs::rename(path("d"), path("e"));
+  wanted.push_back("DELETE d");
+  wanted.push_back("UPDATE e/kept");
+  const auto got = pump_until(has_all(wanted));
+  for (const auto& w : wanted) EXPECT_TRUE(has(got, w)) << w;
+  EXPECT_GT(source_->lost(), 0u);
+  EXPECT_EQ(watcher_->stats().rescans, 1);
+  EXPECT_TRUE(logged("overflowed"));
+  // The new directories are watched after the rescan.
+  test::write_file(path("new/later"), "y");
+  test::write_file(path("e/later"), "y");
+  EXPECT_TRUE(has_all({"UPDATE new/later", "UPDATE e/later"})(
+      pump_until(has_all({"UPDATE new/later", "UPDATE e/later"}))));
+}
+
+TEST_F(WatcherTest, RunningOutOfWatchesIsLoudAndTheDirectoryIsPolled) {
+  start();
+  source_->fail_watches_within(path("sub"), ENOSPC);
+  fs::create_directories(path("sub"));
+  test::write_file(path("sub/a"), "1");
+  const auto first = pump_until(has_all({"UPDATE sub", "UPDATE sub/a"}));
+  EXPECT_TRUE(has(first, "UPDATE sub/a"));
+  EXPECT_TRUE(logged("fs.inotify.max_user_watches")) << "the error names the limit to raise";
+  EXPECT_EQ(watcher_->stats().unwatched, 1);
+  // No watch, no event: the periodic rescan finds it.
+  test::write_file(path("sub/b"), "2");
+  EXPECT_TRUE(has(pump_until(has_all({"UPDATE sub/b"})), "UPDATE sub/b"));
+  source_->heal();
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        watcher_->run_once(20ms);
+        collect();
+        return watcher_->stats().unwatched == 0;
+      },
+      5s));
+  test::write_file(path("sub/c"), "3");
+  EXPECT_TRUE(has(pump_until(has_all({"UPDATE sub/c"})), "UPDATE sub/c"));
+}
+
+TEST_F(WatcherTest, CatchUpSkipsWorkAlreadyQueued) {
+  test::write_file(path("a"), "1");
+  test::write_file(path("b"), "1");
+  archive({""});
+  PendingLookup pending = [this](const std::vector<std::string>& roots) {
+    EXPECT_EQ(roots, std::vector<std::string>{src_});
+    PendingSet set;
+    set.paths[path("a")] = PendingSet::kUpdate;
+    return std::optional<PendingSet>(set);
+  };
+  start({}, 0, pending);
+  // (start() collected the catch-up's output already; run it again to look at it.)
+  watcher_->catch_up();
+  EXPECT_EQ(collect(), std::vector<std::string>{"UPDATE b"});
+  EXPECT_TRUE(watcher_->stats().catchup_done);
+  EXPECT_EQ(watcher_->stats().watches, 1);
+}
+
+TEST_F(WatcherTest, ADeletedSourceDirectoryIsWatchedAgainWhenItComesBack) {
+  test::write_file(path("a"), "1");
+  archive({"", "a"});
+  start();
+  fs::remove_all(src_);
+  // One DELETE of the whole tree (it covers a).
+  EXPECT_EQ(pump_until(has_all({"DELETE ."})), std::vector<std::string>{"DELETE ."});
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        watcher_->run_once(20ms);
+        collect();
+        return logged("was deleted");
+      },
+      5s));
+  test::write_file(path("b"), "2");
+  EXPECT_TRUE(has(pump_until(has_all({"UPDATE b"})), "UPDATE b"));
+  test::write_file(path("c"), "3");
+  EXPECT_TRUE(has(pump_until(has_all({"UPDATE c"})), "UPDATE c"));
+}
+
+}  // namespace
+}  // namespace tw::monitor
