@@ -105,8 +105,25 @@ int with_schema_hint(Fn&& fn) {
   }
 }
 
-// Waits up to `timeout` for SIGINT or SIGTERM. True when one came (the watch ends cleanly).
-// The signals are blocked only while waiting, so a hung connection can still be interrupted.
+// Set by the first SIGINT or SIGTERM that arrives while a frame is being read or drawn.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void note_interrupt(int /*signal*/) { g_interrupted = 1; }
+
+// Makes the first SIGINT or SIGTERM end the watch cleanly after the frame in hand, whenever
+// it comes; the handler resets itself, so a second one ends the process at once (a hung
+// connection can always be interrupted).
+void catch_interrupts() {
+  struct sigaction action {};
+  action.sa_handler = note_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+// Waits up to `timeout` for SIGINT or SIGTERM. True when one came, now or earlier (the
+// watch ends cleanly). The signals are blocked only while waiting.
 bool wait_for_interrupt(std::chrono::milliseconds timeout) {
   sigset_t set;
   sigemptyset(&set);
@@ -115,17 +132,18 @@ bool wait_for_interrupt(std::chrono::milliseconds timeout) {
   sigset_t old;
   pthread_sigmask(SIG_BLOCK, &set, &old);
   const auto deadline = Clock::now() + timeout;
-  int signal = -1;
-  while (true) {
+  bool interrupted = g_interrupted != 0;
+  while (!interrupted) {
     const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
     timespec ts{static_cast<time_t>(left.count() / 1000000000),
                 static_cast<long>(left.count() % 1000000000)};
-    signal = ::sigtimedwait(&set, nullptr, &ts);
-    if (signal > 0 || errno != EINTR) break;
+    const int signal = ::sigtimedwait(&set, nullptr, &ts);
+    if (signal > 0) interrupted = true;
+    else if (errno != EINTR) break;
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return signal > 0;
+  return interrupted;
 }
 
 // Terminal rows, or 0 when unknown.
@@ -187,6 +205,7 @@ int run_status_watch(const Config& config, const StatusOptions& options) {
   std::unique_ptr<db::Connection> conn;
   std::optional<std::int64_t> finished_at_start;
   ViewOptions view;
+  catch_interrupts();
   for (int frame = 1; options.count <= 0 || frame <= options.count; ++frame) {
     const auto started = Clock::now();
     std::string body;

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -109,6 +110,27 @@ TEST(StatusWatch, ProgressBarFillsAsTheBacklogDrainsAndSigintEndsCleanly) {
   const auto status = child->wait_exit(20s);
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 0) << "SIGINT ends the watch cleanly";
+}
+
+// SIGINT may land while a frame is being read from the database, not only between frames:
+// it still ends the watch cleanly. The delays walk across a whole interval.
+TEST(StatusWatch, SigintAtAnyMomentOfTheFrameEndsCleanly) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::insert_items(db, 3, "any");
+  for (int delay_ms = 0; delay_ms < 100; delay_ms += 9) {
+    auto child = make_process_launcher()->launch(
+        {test::cli_exe(),
+         {"--database=" + db.conninfo(), "status", "--watch", "--interval", "0.1"},
+         {}});
+    std::string seen;
+    ASSERT_TRUE(read_until(*child, seen, "3 to go", 20s)) << seen;
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(child->pid(), SIGINT);
+    const auto status = child->wait_exit(20s);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(*status, 0) << "SIGINT " << delay_ms << " ms after the first frame";
+  }
 }
 
 // Runs the watch on a pseudo-terminal and returns everything it wrote.
