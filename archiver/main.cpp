@@ -46,7 +46,11 @@ void install_signal_handlers() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = 0;  // no SA_RESTART: a blocking read returns EINTR so we can stop
   sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  // A Ctrl-C in the terminal reaches every process of the foreground group, archivers
+  // included; they must keep working until the scheduler's orderly STOP ends them (it lets
+  // each archiver finish its item, then closes its stdin), so SIGINT is ignored here as in
+  // the scheduler. SIGTERM and EOF still stop the archiver.
+  signal(SIGINT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
 }
 

@@ -185,7 +185,9 @@ ArchiverProcess::ArchiverProcess(const Options& options) {
         ::_exit(126);
       }
     }
-    ::signal(SIGPIPE, SIG_DFL);
+    // The archiver starts with default signal handling, as the launcher gives it, so a
+    // signal it ignores is one it chose to ignore.
+    for (const int sig : {SIGPIPE, SIGINT, SIGTERM}) ::signal(sig, SIG_DFL);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

@@ -1,5 +1,5 @@
 // The real timewarp-archiver process over its pipes: answers for good, bad and awkward
-// requests, --null, EOF and SIGTERM.
+// requests, --null, EOF, SIGTERM, and SIGINT (ignored).
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,6 +46,22 @@ class ArchiverProtocolTest : public ::testing::Test {
     EXPECT_EQ(f[0], id) << *response;
     EXPECT_EQ(f[1] + " " + (f[1] == "FAILED" ? f[2] : std::string()), status) << *response;
     return f;
+  }
+
+  // Sends request 1, an UPDATE of a sparse file of `size` bytes (seconds of work), and
+  // waits until the archiver is busy writing its object (a temporary file appears).
+  void start_sparse_update(ArchiverProcess& archiver, off_t size) {
+    const std::string big = dir_ / "big";
+    write_file(big, "");
+    ASSERT_EQ(::truncate(big.c_str(), size), 0);
+    ASSERT_TRUE(archiver.send(line(1, "UPDATE", big)));
+    ASSERT_TRUE(test::wait_until(
+        [&] {
+          std::error_code ec;
+          return std::filesystem::exists(archive_ + "/tmp", ec) &&
+                 !std::filesystem::is_empty(archive_ + "/tmp", ec);
+        },
+        30s));
   }
 
   TempDir dir_;
@@ -231,22 +247,52 @@ TEST_F(ArchiverProtocolTest, ExitsAtEofAndPromptlyOnSigterm) {
   EXPECT_EQ(archiver.wait(5s), 0);
 }
 
-TEST_F(ArchiverProtocolTest, SigtermDuringALargeFileStopsPromptlyAndLeavesASoundArchive) {
-  const std::string big = dir_ / "big";
-  {
-    write_file(big, "");
-    ASSERT_EQ(::truncate(big.c_str(), off_t{4} << 30), 0);  // sparse: 4 GiB to read
-  }
+// A Ctrl-C in a terminal reaches the archivers too (same process group); only the
+// scheduler's STOP (EOF on stdin) or SIGTERM may end them.
+TEST_F(ArchiverProtocolTest, IgnoresSigintWhileIdle) {
   ArchiverProcess archiver(options());
-  ASSERT_TRUE(archiver.send(line(1, "UPDATE", big)));
-  // Wait until it is busy writing the object (a temporary file appears).
-  ASSERT_TRUE(test::wait_until(
-      [&] {
-        std::error_code ec;
-        return std::filesystem::exists(archive_ + "/tmp", ec) &&
-               !std::filesystem::is_empty(archive_ + "/tmp", ec);
-      },
-      30s));
+  write_file(dir_ / "f", "one");
+  expect_answer(archiver.request(line(1, "UPDATE", dir_ / "f")), "1", "COMPLETE ");
+  archiver.kill(SIGINT);  // idle, blocked reading stdin
+  write_file(dir_ / "f", "two");
+  expect_answer(archiver.request(line(2, "UPDATE", dir_ / "f")), "2", "COMPLETE ");
+  archiver.kill(SIGINT);
+  archiver.kill(SIGINT);
+  write_file(dir_ / "f", "three");
+  expect_answer(archiver.request(line(3, "UPDATE", dir_ / "f")), "3", "COMPLETE ");
+  EXPECT_FALSE(archiver.wait(200ms).has_value()) << "exited after SIGINT";
+  archiver.kill(SIGTERM);
+  EXPECT_EQ(archiver.wait(5s), 0);
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
+  auto versions = store->versions(dir_ / "f");
+  ASSERT_TRUE(versions) << versions.error();
+  EXPECT_EQ(versions->size(), 3u);
+
+  ArchiverProcess second(options());
+  write_file(dir_ / "g", "g");
+  expect_answer(second.request(line(4, "UPDATE", dir_ / "g")), "4", "COMPLETE ");  // started
+  second.kill(SIGINT);
+  expect_answer(second.request(line(5, "DELETE", dir_ / "f")), "5", "COMPLETE ");
+  second.close_stdin();
+  EXPECT_EQ(second.wait(5s), 0) << "EOF still ends it";
+}
+
+TEST_F(ArchiverProtocolTest, SigintDuringALargeFileDoesNotCancelIt) {
+  ArchiverProcess archiver(options());
+  ASSERT_NO_FATAL_FAILURE(start_sparse_update(archiver, off_t{1} << 30));
+  archiver.kill(SIGINT);
+  expect_answer(archiver.read_line(), "1", "COMPLETE ");
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(10s), 0);
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
+  EXPECT_TRUE(store->verify().ok());
+}
+
+TEST_F(ArchiverProtocolTest, SigtermDuringALargeFileStopsPromptlyAndLeavesASoundArchive) {
+  ArchiverProcess archiver(options());
+  ASSERT_NO_FATAL_FAILURE(start_sparse_update(archiver, off_t{4} << 30));
   archiver.kill(SIGTERM);
   EXPECT_EQ(archiver.wait(5s), 0) << "did not stop within 5 s";
   auto store = Store::open(archive_, Store::Mode::ReadOnly);
