@@ -20,23 +20,37 @@ std::string order_by(Strategy strategy) {
 
 // Claimable rows, locked and skipped when another claimer holds them. For `fair`, every
 // source root contributes its oldest rows in turn: rank rows within their root and take
-// the lowest ranks first, so a busy tree cannot starve a quiet one.
+// the lowest ranks first, so a busy tree cannot starve a quiet one. The roots are found
+// with a skip scan of the fair index (one probe per root), and each root offers at most a
+// batch of its oldest rows, so a claim reads (roots x batch) rows, not the whole queue.
 std::string candidates_sql(Strategy strategy) {
   if (strategy == Strategy::Fair) {
     return R"(
-      SELECT id FROM timewarp.items
-       WHERE id IN (
-             SELECT id FROM (
-                    SELECT id, row_number() OVER (PARTITION BY source_root ORDER BY id) AS turn
-                      FROM timewarp.items
-                     WHERE status = 'NEW' AND not_before <= now()) ranked
-              ORDER BY turn, id
-              LIMIT $2)
+      SELECT id, op, path FROM timewarp.items
+       WHERE id = ANY (ARRAY(
+             SELECT ranked.id FROM (
+                    WITH RECURSIVE roots AS (
+                         SELECT min(source_root) AS root FROM timewarp.items WHERE status = 'NEW'
+                         UNION ALL
+                         SELECT (SELECT min(source_root) FROM timewarp.items
+                                  WHERE status = 'NEW' AND source_root > roots.root)
+                           FROM roots WHERE roots.root IS NOT NULL)
+                    SELECT oldest.id, oldest.turn
+                      FROM roots,
+                           LATERAL (SELECT id, row_number() OVER (ORDER BY id) AS turn
+                                      FROM timewarp.items
+                                     WHERE status = 'NEW' AND not_before <= now()
+                                       AND source_root = roots.root
+                                     ORDER BY id
+                                     LIMIT $2) oldest
+                     WHERE roots.root IS NOT NULL) ranked
+              ORDER BY ranked.turn, ranked.id
+              LIMIT $2))
          AND status = 'NEW' AND not_before <= now()
        FOR UPDATE SKIP LOCKED)";
   }
   return fmt::format(R"(
-      SELECT id FROM timewarp.items
+      SELECT id, op, path FROM timewarp.items
        WHERE status = 'NEW' AND not_before <= now()
        ORDER BY {}
        LIMIT $2
@@ -94,17 +108,26 @@ std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
 
 std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   const std::string order = request.strategy == Strategy::Fair ? "id" : order_by(request.strategy);
+  // Coalescing looks up, path by path, the other claimable changes to the batch's paths
+  // (a nested loop over the path index: the LATERAL subquery with its own row locks is
+  // never flattened into a hash join over the whole table). A change whose path is
+  // involved in a pending MOVE keeps its order; that check runs only when some MOVE is
+  // pending at all.
   const std::string sql = fmt::format(R"(
     WITH batch AS (SELECT nextval('timewarp.batch_ids') AS id),
          candidates AS ({}),
+         moves AS (
+           SELECT EXISTS (SELECT 1 FROM timewarp.items
+                           WHERE op = 'MOVE' AND status IN ('NEW', 'DISPATCHED')) AS pending),
          extra AS (
-           SELECT o.id FROM timewarp.items o
-            WHERE $5 AND o.status = 'NEW' AND o.not_before <= now() AND o.op <> 'MOVE'
-              AND o.path IN (SELECT i.path FROM timewarp.items i JOIN candidates c ON c.id = i.id
-                              WHERE i.op <> 'MOVE')
-              AND o.id NOT IN (SELECT id FROM candidates)
-              AND NOT timewarp.move_pending(o.path)
-            FOR UPDATE SKIP LOCKED),
+           SELECT e.id
+             FROM (SELECT DISTINCT c.path FROM candidates c WHERE $5 AND c.op <> 'MOVE') p,
+                  LATERAL (
+                    SELECT o.id FROM timewarp.items o
+                     WHERE o.path = p.path AND o.status = 'NEW' AND o.not_before <= now()
+                       AND o.op <> 'MOVE' AND o.id NOT IN (SELECT id FROM candidates)
+                       AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(o.path))
+                       FOR UPDATE SKIP LOCKED) e),
          claimed AS (
            UPDATE timewarp.items i
               SET status = 'DISPATCHED', scheduler_id = $1, batch_id = (SELECT id FROM batch),
@@ -115,7 +138,8 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
            INSERT INTO timewarp.batches (id, scheduler_id, strategy, requested, size)
            SELECT (SELECT id FROM batch), $1, $4, $2, count(*) FROM claimed HAVING count(*) > 0)
     SELECT id, op, path, dest_path, attempts, batch_id,
-           $5 AND op <> 'MOVE' AND NOT timewarp.move_pending(path)
+           $5 AND op <> 'MOVE'
+              AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(path))
       FROM claimed ORDER BY {})",
                                       candidates_sql(request.strategy), order);
   auto result = conn_.query(sql, request.scheduler_id, request.batch_size, request.lease_seconds,

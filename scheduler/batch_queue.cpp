@@ -66,15 +66,23 @@ std::optional<db::ClaimedItem> BatchQueue::pop(const std::atomic<bool>& leave) {
   db::ClaimedItem item = std::move(items_[index]);
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(index));
   in_flight_.emplace(item.id, touched(item));
+  // Pops take one item at a time and pushes only add, so the size passes through the
+  // low-water mark on its way down: one wake-up per refill.
+  const bool low = items_.size() == low_water_;
+  lock.unlock();
+  if (low && wake_) wake_();
   return item;
 }
 
 void BatchQueue::finished(std::int64_t id) {
+  bool now_idle = false;
   {
     std::lock_guard lock(mutex_);
     in_flight_.erase(id);
+    now_idle = items_.empty() && in_flight_.empty();
   }
   cv_.notify_all();  // items held back behind it may go now
+  if (now_idle && wake_) wake_();
 }
 
 bool BatchQueue::idle() const {

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,14 @@ namespace tw::scheduler {
 
 class BatchQueue {
  public:
+  using Wake = std::function<void()>;
+  // `wake` is called (from a consumer's thread, outside the lock) when a pop leaves exactly
+  // `low_water` items waiting, time to claim more, and when the queue goes idle. Nothing
+  // else wakes the main thread, so a drain costs it no wake-up per item.
+  BatchQueue(std::size_t low_water, Wake wake)
+      : low_water_(low_water), wake_(std::move(wake)) {}
+  BatchQueue() = default;
+
   void push(std::vector<db::ClaimedItem> batch) EXCLUDES(mutex_);
 
   // Blocks until an item is available, `leave` becomes true, or the queue is closed. Returns
@@ -44,9 +53,12 @@ class BatchQueue {
   void close() EXCLUDES(mutex_);
 
   std::size_t size() const EXCLUDES(mutex_);
+  std::size_t low_water() const { return low_water_; }
   std::size_t high_water() const EXCLUDES(mutex_);
 
  private:
+  const std::size_t low_water_ = 0;
+  const Wake wake_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   // Index in items_ of the first item free to go, or items_.size() when none is.

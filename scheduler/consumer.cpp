@@ -97,11 +97,11 @@ void Consumer::run() {
     auto item = queue_.pop(leave_);
     if (!item) break;
     busy_.store(true);
-    notify_();
+    if (options_.busy_gauge) options_.busy_gauge->enter();
     process(*item);
-    queue_.finished(item->id);
+    if (options_.busy_gauge) options_.busy_gauge->leave();
     busy_.store(false);
-    notify_();
+    queue_.finished(item->id);
   }
   if (archiver_) {
     // EOF on stdin tells the archiver to exit; terminate() waits, then escalates.

@@ -20,6 +20,24 @@
 
 namespace tw::scheduler {
 
+// How many consumers hold an item now, and the most that ever did. Consumers update it
+// themselves, so counting costs no wake-up of the main thread.
+class BusyGauge {
+ public:
+  void enter() {
+    const int now = busy_.fetch_add(1) + 1;
+    int high = high_water_.load();
+    while (now > high && !high_water_.compare_exchange_weak(high, now)) {
+    }
+  }
+  void leave() { busy_.fetch_sub(1); }
+  int high_water() const { return high_water_.load(); }
+
+ private:
+  std::atomic<int> busy_{0};
+  std::atomic<int> high_water_{0};
+};
+
 class Consumer {
  public:
   struct Options {
@@ -27,8 +45,9 @@ class Consumer {
     std::chrono::milliseconds item_timeout{300000};
     std::chrono::milliseconds stop_grace{5000};
     std::shared_ptr<Pacer> pacer;  // null: no resource limits
+    BusyGauge* busy_gauge = nullptr;
   };
-  // Called (from the consumer's thread) whenever it takes or finishes an item.
+  // Called (from the consumer's thread) when the consumer has left (finished() is true).
   using Notify = std::function<void()>;
 
   Consumer(int index, Options options, std::shared_ptr<Launcher> launcher, BatchQueue& queue,

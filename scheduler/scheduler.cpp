@@ -62,7 +62,8 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
       ready_fd_(ready_fd),
       strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)) {
+      pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)),
+      batch_queue_(static_cast<std::size_t>(config_.batch_size), [this] { wake(); }) {
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   sigset_t term;
   sigemptyset(&term);
@@ -72,6 +73,11 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
 }
 
 Scheduler::~Scheduler() = default;
+
+void Scheduler::wake() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(wake_fd_.get(), &one, sizeof one);
+}
 
 db::Queue& Scheduler::queue() {
   if (!conn_ || !conn_->healthy()) {
@@ -108,7 +114,7 @@ db::SchedulerStats Scheduler::stats() const {
       ++s.idle;
     }
   }
-  s.busy_high_water = busy_high_water_.load();
+  s.busy_high_water = busy_gauge_.high_water();
   s.batch_queue_length = static_cast<int>(batch_queue_.size());
   s.batch_queue_high_water = static_cast<int>(batch_queue_.high_water());
   return s;
@@ -247,12 +253,10 @@ void Scheduler::resize(int archivers) {
     for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
     options.item_timeout = seconds_ms(config_.item_timeout);
     options.pacer = pacer_;
+    options.busy_gauge = &busy_gauge_;
     for (int i = have; i < archivers; ++i) {
-      auto consumer = std::make_unique<Consumer>(
-          next_consumer_index_++, options, launcher_, batch_queue_, *reporter_, [this] {
-            const std::uint64_t one = 1;
-            [[maybe_unused]] auto r = ::write(wake_fd_.get(), &one, sizeof one);
-          });
+      auto consumer = std::make_unique<Consumer>(next_consumer_index_++, options, launcher_,
+                                                 batch_queue_, *reporter_, [this] { wake(); });
       consumer->start();
       consumers_.push_back(std::move(consumer));
     }
@@ -274,15 +278,10 @@ void Scheduler::reap_finished_consumers() {
 }
 
 bool Scheduler::drain() {
-  const auto low_water = static_cast<std::size_t>(config_.batch_size);
+  const auto low_water = batch_queue_.low_water();
   bool exhausted = false;
   while (true) {
     if (!handle_pending_signals(true)) return false;
-    int busy = 0;
-    for (const auto& c : consumers_) busy += c->busy() ? 1 : 0;
-    int high = busy_high_water_.load();
-    while (busy > high && !busy_high_water_.compare_exchange_weak(high, busy)) {
-    }
 
     if (!exhausted && batch_queue_.size() <= low_water) {
       try {

@@ -54,6 +54,8 @@ class Scheduler {
   void stop();
   db::SchedulerStats stats() const;
   void publish_stats();
+  // Wakes the main thread (any thread may call it).
+  void wake();
   db::Queue& queue();
   void reconnect_after(const db::DbError& error);
 
@@ -82,7 +84,7 @@ class Scheduler {
 
   BatchQueue batch_queue_;
   std::unique_ptr<Reporter> reporter_;
-  std::atomic<int> busy_high_water_{0};
+  BusyGauge busy_gauge_;
 
   std::mutex stats_mutex_;
   db::SchedulerStats published_stats_ GUARDED_BY(stats_mutex_);

@@ -36,6 +36,28 @@ TEST(BatchQueue, PopsInOrderAndTracksInFlight) {
   EXPECT_TRUE(q.idle());
 }
 
+// The main thread is woken once when a refill is due and once when all work is done,
+// never per item.
+TEST(BatchQueue, WakesAtTheLowWaterMarkAndWhenIdleOnly) {
+  int wakes = 0;
+  BatchQueue q(2, [&] { ++wakes; });
+  std::atomic<bool> leave{false};
+  q.push(batch(1, 5));
+  std::vector<std::int64_t> popped;
+  for (int i = 0; i < 2; ++i) popped.push_back(q.pop(leave)->id);  // 4, then 3 waiting
+  EXPECT_EQ(wakes, 0);
+  popped.push_back(q.pop(leave)->id);  // 2 waiting: time to claim more
+  EXPECT_EQ(wakes, 1);
+  q.push(batch(6, 1));  // the refill; 3 waiting
+  popped.push_back(q.pop(leave)->id);  // 2 waiting again
+  EXPECT_EQ(wakes, 2);
+  for (int i = 0; i < 2; ++i) popped.push_back(q.pop(leave)->id);
+  EXPECT_EQ(wakes, 2);
+  for (const auto id : popped) q.finished(id);  // the last one leaves the queue idle
+  EXPECT_TRUE(q.idle());
+  EXPECT_EQ(wakes, 3);
+}
+
 db::ClaimedItem change(std::int64_t id, Op op, std::string path, std::string dest = "") {
   db::ClaimedItem item;
   item.id = id;
