@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "db/status.hpp"
+
 namespace tw::db {
 namespace {
 
@@ -319,25 +321,7 @@ void Queue::mark_batches_drained(std::span<const std::int64_t> batch_ids) {
               int_array_literal(std::vector<std::int64_t>(batch_ids.begin(), batch_ids.end())));
 }
 
-QueueCounts Queue::counts() {
-  auto r = conn_.query(
-      R"(SELECT claimable, delayed, dispatched, completed, failed,
-                extract(epoch FROM oldest_claimable_age)::float8,
-                extract(epoch FROM next_retry_at - now())::float8,
-                completed_last_minute, failed_last_hour
-           FROM timewarp.queue_status)");
-  QueueCounts c;
-  c.claimable = r.int64(0, 0);
-  c.delayed = r.int64(0, 1);
-  c.dispatched = r.int64(0, 2);
-  c.completed = r.int64(0, 3);
-  c.failed = r.int64(0, 4);
-  c.oldest_claimable_age = r.opt_float8(0, 5);
-  c.next_retry_in = r.opt_float8(0, 6);
-  c.completed_last_minute = r.int64(0, 7);
-  c.failed_last_hour = r.int64(0, 8);
-  return c;
-}
+QueueCounts Queue::counts() { return read_queue_counts(conn_); }
 
 std::int64_t Queue::count_claimable(std::int64_t cap) {
   auto r = conn_.query(

@@ -54,29 +54,6 @@ std::vector<ItemRecord> read_items(const PgResult& r) {
   return items;
 }
 
-// The counts of timewarp.queue_status, and the server's clock in *time.
-QueueCounts read_counts(Connection& conn, std::string* time) {
-  auto r = conn.query(fmt::format(
-      R"(SELECT claimable, delayed, dispatched, completed, failed,
-                extract(epoch FROM oldest_claimable_age)::float8,
-                extract(epoch FROM next_retry_at - now())::float8,
-                completed_last_minute, failed_last_hour, {}
-           FROM timewarp.queue_status)",
-      iso("now()")));
-  *time = r.text(0, 9);
-  QueueCounts c;
-  c.claimable = r.int64(0, 0);
-  c.delayed = r.int64(0, 1);
-  c.dispatched = r.int64(0, 2);
-  c.completed = r.int64(0, 3);
-  c.failed = r.int64(0, 4);
-  c.oldest_claimable_age = r.opt_float8(0, 5);
-  c.next_retry_in = r.opt_float8(0, 6);
-  c.completed_last_minute = r.int64(0, 7);
-  c.failed_last_hour = r.int64(0, 8);
-  return c;
-}
-
 std::vector<SchedulerInfo> read_schedulers(Connection& conn) {
   auto r = conn.query(fmt::format(
       R"(SELECT id, host, pid, strategy, batch_size, {},
@@ -112,6 +89,28 @@ std::vector<SchedulerInfo> read_schedulers(Connection& conn) {
 
 }  // namespace
 
+QueueCounts read_queue_counts(Connection& conn, std::string* server_time) {
+  auto r = conn.query(fmt::format(
+      R"(SELECT claimable, delayed, dispatched, completed, failed,
+                extract(epoch FROM oldest_claimable_age)::float8,
+                extract(epoch FROM next_retry_at - now())::float8,
+                completed_last_minute, failed_last_hour, {}
+           FROM timewarp.queue_status)",
+      iso("now()")));
+  if (server_time) *server_time = r.text(0, 9);
+  QueueCounts c;
+  c.claimable = r.int64(0, 0);
+  c.delayed = r.int64(0, 1);
+  c.dispatched = r.int64(0, 2);
+  c.completed = r.int64(0, 3);
+  c.failed = r.int64(0, 4);
+  c.oldest_claimable_age = r.opt_float8(0, 5);
+  c.next_retry_in = r.opt_float8(0, 6);
+  c.completed_last_minute = r.int64(0, 7);
+  c.failed_last_hour = r.int64(0, 8);
+  return c;
+}
+
 StatusReport read_status(Connection& conn, int max_failures) {
   // One read-only snapshot in as few round trips as the parts allow (a status runs every
   // second under --watch): BEGIN, the counts with the time, the schedulers, the failures
@@ -119,7 +118,7 @@ StatusReport read_status(Connection& conn, int max_failures) {
   conn.exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
   try {
     StatusReport report;
-    report.counts = read_counts(conn, &report.time);
+    report.counts = read_queue_counts(conn, &report.time);
     report.schedulers = read_schedulers(conn);
     if (max_failures > 0 && report.counts.failed_last_hour > 0) {
       report.recent_failures = read_items(conn.query(fmt::format(R"(SELECT {} FROM timewarp.items

@@ -70,6 +70,10 @@ struct StatusReport {
   std::vector<ItemRecord> recent_failures;
 };
 
+// The counts of timewarp.queue_status (what Queue::counts() returns); with `server_time`,
+// also the server's clock, ISO 8601.
+QueueCounts read_queue_counts(Connection& conn, std::string* server_time = nullptr);
+
 // Reads everything in one read-only snapshot, so the parts agree with each other.
 StatusReport read_status(Connection& conn, int max_failures);
 
