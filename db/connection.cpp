@@ -80,15 +80,42 @@ Connection::Connection(const std::string& conninfo) : description_(describe_conn
 
 Param Connection::to_param(double v) { return fmt::format("{}", v); }
 
-PgResult Connection::exec(const std::string& sql, const std::vector<Param>& params) {
+namespace {
+
+// Parameter values as libpq takes them (NULL for SQL NULL).
+std::vector<const char*> c_strings(const std::vector<Param>& params) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+
+}  // namespace
+
+PgResult Connection::exec(const std::string& sql, const std::vector<Param>& params) {
+  const auto values = c_strings(params);
   // Without parameters, PQexec allows several statements (migrations need that).
   PGresult* raw = params.empty()
                       ? PQexec(conn_.get(), sql.c_str())
                       : PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()),
                                      nullptr, values.data(), nullptr, nullptr, 0);
+  return checked(raw);
+}
+
+PgResult Connection::exec_prepared(const std::string& sql, const std::vector<Param>& params) {
+  auto found = statements_.find(sql);
+  if (found == statements_.end()) {
+    const std::string name = fmt::format("tw_{}", statements_.size() + 1);
+    checked(PQprepare(conn_.get(), name.c_str(), sql.c_str(), static_cast<int>(params.size()),
+                      nullptr));
+    found = statements_.emplace(sql, name).first;
+  }
+  const auto values = c_strings(params);
+  return checked(PQexecPrepared(conn_.get(), found->second.c_str(), static_cast<int>(params.size()),
+                                values.data(), nullptr, nullptr, 0));
+}
+
+PgResult Connection::checked(PGresult* raw) {
   PgResult result(raw);
   const auto status = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;

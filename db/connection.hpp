@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -84,6 +85,15 @@ class Connection {
   PgResult query(const std::string& sql, const Args&... args) {
     return exec(sql, std::vector<Param>{to_param(args)...});
   }
+  // As exec(), through a statement prepared on this connection the first time `sql` is
+  // run (one statement, parameters only): later runs skip parsing, and PostgreSQL may
+  // reuse a generic plan when it costs no more than a fresh one. For the hot statements
+  // run again and again (claims, completions).
+  PgResult exec_prepared(const std::string& sql, const std::vector<Param>& params);
+  template <class... Args>
+  PgResult prepared(const std::string& sql, const Args&... args) {
+    return exec_prepared(sql, std::vector<Param>{to_param(args)...});
+  }
 
   // Runs `fn` inside BEGIN/COMMIT, rolling back if it throws.
   template <class Fn>
@@ -129,8 +139,12 @@ class Connection {
   }
 
  private:
+  // Returns `raw` as a result, or throws BrokenConnection / SqlError for a failed one.
+  PgResult checked(PGresult* raw);
+
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_{nullptr, &PQfinish};
   std::string description_;
+  std::unordered_map<std::string, std::string> statements_;  // SQL text -> prepared name
 };
 
 // "host=H port=P dbname=D user=U" for a connection string or URI, without the password.

@@ -144,8 +144,8 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
               AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(path))
       FROM claimed ORDER BY {})",
                                       candidates_sql(request.strategy), order);
-  auto result = conn_.query(sql, request.scheduler_id, request.batch_size, request.lease_seconds,
-                            to_string(request.strategy), request.coalesce);
+  auto result = conn_.prepared(sql, request.scheduler_id, request.batch_size,
+                               request.lease_seconds, to_string(request.strategy), request.coalesce);
   std::vector<ClaimedItem> items;
   items.reserve(static_cast<std::size_t>(result.rows()));
   // Coalescible path -> the item it folds into, and the newest change seen for it.
@@ -201,7 +201,7 @@ std::int64_t Queue::complete(std::int64_t scheduler_id, std::span<const Completi
     finished.push_back(Connection::to_param(c.finished_at));
     notes.push_back(c.note.empty() ? Param() : Param(c.note));
   }
-  auto result = conn_.query(
+  auto result = conn_.prepared(
       R"(UPDATE timewarp.items i
             SET status = 'COMPLETED', archive_bytes = d.bytes, cpu_us = d.cpu,
                 started_at = to_timestamp(d.started), finished_at = to_timestamp(d.finished),
