@@ -151,8 +151,11 @@ int run(int argc, char** argv) {
     tw::archive::StoreHooks hooks;
     hooks.before_write_step = crash_hook();
     hooks.cancelled = [] { return g_stop.load(); };
+    tw::archive::CompressionOptions compression;
+    compression.level = config.compression_level;
+    compression.threads = config.compression_threads;
     auto opened = tw::archive::Store::open(config.backup_root, tw::archive::Store::Mode::ReadWrite,
-                                           std::move(hooks));
+                                           std::move(hooks), compression);
     if (!opened) {
       spdlog::error("{}", opened.error());
       return 1;

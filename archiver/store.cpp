@@ -67,12 +67,13 @@ ArchiveResult to_archive_result(const Expected<std::uint64_t>& result) {
   return ArchiveResult{result.fault().outcome, 0, result.fault().message};
 }
 
-Store::Impl::Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_hooks)
+Store::Impl::Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_hooks,
+                  CompressionOptions compression)
     : root(std::move(root_dir)),
       mode(open_mode),
       hooks(std::move(store_hooks)),
       disk(root, hooks.before_write_step),
-      objects(disk, hooks.cancelled) {}
+      objects(disk, hooks.cancelled, compression) {}
 
 std::string Store::Impl::key_of(std::string_view path) { return sha256_hex(path); }
 
@@ -463,7 +464,8 @@ Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string
   return bytes + *archived;
 }
 
-Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks hooks) {
+Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks hooks,
+                          CompressionOptions compression) {
   if (backup_root.empty()) return Error{"backup_root is not set"};
   std::string root = backup_root;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
@@ -485,7 +487,7 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
                       root)};
     }
   }
-  auto impl = std::make_unique<Impl>(root, mode, std::move(hooks));
+  auto impl = std::make_unique<Impl>(root, mode, std::move(hooks), compression);
   if (mode == Mode::ReadWrite) {
     // FORMAT right after tmp/ (which writing it needs), so that a kill during creation
     // leaves either no archive or one that opens.

@@ -32,7 +32,8 @@ class NodeLock {
 };
 
 struct Store::Impl {
-  Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_hooks);
+  Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_hooks,
+       CompressionOptions compression);
 
   // --- constant after construction
   std::string root;

@@ -78,6 +78,12 @@ void add_config_options(CLI::App& app, Config& c) {
   add_key(app, "max_bandwidth", c.max_bandwidth, "archive bytes per second (0: no limit)");
   add_key(app, "item_timeout", c.item_timeout, "seconds an archiver may spend on one item")
       ->check(CLI::Range(0.1, 7.0 * 86400.0));
+  add_key(app, "compression_level", c.compression_level,
+          "zstd level of archived content (negative: faster, larger)")
+      ->check(CLI::Range(-7, 19));
+  add_key(app, "compression_threads", c.compression_threads,
+          "compression threads per archiver for large files (0: one per core, at most 4)")
+      ->check(CLI::Range(0, 64));
   add_key(app, "lease_time", c.lease_time, "seconds a claimed item stays held without heartbeat")
       ->check(CLI::Range(1.0, 86400.0));
   add_key(app, "heartbeat_interval", c.heartbeat_interval, "scheduler heartbeat, seconds")
@@ -181,6 +187,8 @@ std::vector<std::string> config_to_args(const Config& c) {
   put("max-cpu-percent", c.max_cpu_percent);
   put("max-bandwidth", c.max_bandwidth);
   put("item-timeout", c.item_timeout);
+  put("compression-level", c.compression_level);
+  put("compression-threads", c.compression_threads);
   put("lease-time", c.lease_time);
   put("heartbeat-interval", c.heartbeat_interval);
   put("flush-interval", c.flush_interval);

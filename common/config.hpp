@@ -34,6 +34,9 @@ struct Config {
   std::uint64_t max_bandwidth = 0;  // archive bytes per second, 0 = no limit
   double item_timeout = 300.0;      // seconds one archiver may spend on one item
 
+  int compression_level = 1;    // zstd level of archived content (-7 to 19)
+  int compression_threads = 0;  // per archiver, for large files; 0 = one per core (at most 4)
+
   double lease_time = 60.0;         // seconds a DISPATCHED item stays ours without heartbeat
   double heartbeat_interval = 5.0;  // seconds
   double flush_interval = 0.05;     // seconds between writes of completions

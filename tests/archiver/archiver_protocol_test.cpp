@@ -112,6 +112,28 @@ TEST_F(ArchiverProtocolTest, CompleteCarriesBytesAndCpu) {
   EXPECT_EQ(f[2], "0") << "an unchanged file adds nothing";
 }
 
+TEST_F(ArchiverProtocolTest, CompressionKeysReachTheStore) {
+  std::string text;
+  for (int i = 0; text.size() < (6u << 20); ++i) text += fmt::format("{:x} {}\n", i % 3000, i);
+  write_file(dir_ / "src/text", text);
+  std::vector<std::uint64_t> added;
+  for (const char* level : {"-7", "19"}) {
+    archive_ = dir_ / fmt::format("archive{}", level);
+    ArchiverProcess archiver(options(
+        {fmt::format("--compression-level={}", level), "--compression-threads=2"}));
+    auto f = expect_answer(archiver.request(line(1, "UPDATE", dir_ / "src/text")), "1",
+                           "COMPLETE ");
+    ASSERT_EQ(f.size(), 4u);
+    added.push_back(std::stoull(f[2]));
+    archiver.close_stdin();
+    EXPECT_EQ(archiver.wait(), 0);
+    auto store = Store::open(archive_, Store::Mode::ReadOnly);
+    ASSERT_TRUE(store) << store.error();
+    EXPECT_TRUE(store->verify().ok());
+  }
+  EXPECT_LT(added[1], added[0]) << "level 19 stores fewer bytes than level -7";
+}
+
 TEST_F(ArchiverProtocolTest, BadRequestsGetPermanentFailuresAndNeverACrash) {
   ArchiverProcess archiver(options());
   struct Case {

@@ -28,6 +28,7 @@ class CrashTest : public ::testing::Test {
   ArchiverProcess::Options options(long crash_at_step = 0) {
     ArchiverProcess::Options o;
     o.args = {"--backup-root=" + archive_, "--log-level=error"};
+    o.args.insert(o.args.end(), extra_args_.begin(), extra_args_.end());
     if (crash_at_step > 0)
       o.env = {{"TIMEWARP_ARCHIVER_CRASH_AT_STEP", std::to_string(crash_at_step)}};
     return o;
@@ -63,8 +64,47 @@ class CrashTest : public ::testing::Test {
     return n;
   }
 
+  // Kills an archiver before each durable write step of an UPDATE of a new path holding
+  // `size` bytes in turn, until the update passes its last step.
+  void kill_at_every_write_step_of_an_update(std::size_t size) {
+    ASSERT_TRUE(Store::open(archive_, Store::Mode::ReadWrite));
+    long step = 1;
+    bool finished = false;
+    for (; step <= 500 && !finished; ++step) {
+      // A new path each time (new nodes, markers, object, history) with new content.
+      const std::string path = dir_ / fmt::format("src/dir{}/file {}", step, step);
+      std::string content = fmt::format("content {} ", step);
+      while (content.size() < size) content += content;
+      write_file(path, content);
+      const std::string request = fmt::format("{}\tUPDATE\t{}", step, escape_bytes(path));
+      std::optional<int> status;
+      const auto crashed = run_once(request, step, &status);
+      if (status == 0) {
+        finished = true;  // the step count passed the last write step: nothing was killed
+      } else {
+        EXPECT_EQ(status, 128 + SIGKILL);
+        EXPECT_FALSE(crashed.has_value());
+      }
+      expect_sound_archive(fmt::format("after a kill at step {}", step));
+      // Re-delivery stores the version exactly once.
+      for (int again = 0; again < 2; ++again) {
+        const auto response = run_once(request, 0);
+        ASSERT_TRUE(response);
+        EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
+        if (again == 1) {
+          EXPECT_EQ(fields(*response)[2], "0") << *response;
+        }
+      }
+      EXPECT_EQ(versions_with(path, sha256_hex(content)), 1u) << "step " << step;
+      EXPECT_TRUE(std::filesystem::is_empty(archive_ + "/tmp")) << "stale temporary files stay";
+    }
+    EXPECT_TRUE(finished);
+    EXPECT_GT(step, 15) << "an update of a new path has many write steps";
+  }
+
   TempDir dir_;
   std::string archive_ = dir_ / "archive";
+  std::vector<std::string> extra_args_;  // for every archiver
 };
 
 TEST_F(CrashTest, KillAtEveryWriteStepOfCreatingTheArchive) {
@@ -87,39 +127,13 @@ TEST_F(CrashTest, KillAtEveryWriteStepOfCreatingTheArchive) {
 }
 
 TEST_F(CrashTest, KillAtEveryWriteStepOfAnUpdate) {
-  ASSERT_TRUE(Store::open(archive_, Store::Mode::ReadWrite));
-  long step = 1;
-  bool finished = false;
-  for (; step <= 500 && !finished; ++step) {
-    // A new path each time (new nodes, markers, object, history) with new content.
-    const std::string path = dir_ / fmt::format("src/dir{}/file {}", step, step);
-    std::string content = fmt::format("content {} ", step);
-    while (content.size() < 300000) content += content;
-    write_file(path, content);
-    const std::string request = fmt::format("{}\tUPDATE\t{}", step, escape_bytes(path));
-    std::optional<int> status;
-    const auto crashed = run_once(request, step, &status);
-    if (status == 0) {
-      finished = true;  // the step count passed the last write step: nothing was killed
-    } else {
-      EXPECT_EQ(status, 128 + SIGKILL);
-      EXPECT_FALSE(crashed.has_value());
-    }
-    expect_sound_archive(fmt::format("after a kill at step {}", step));
-    // Re-delivery stores the version exactly once.
-    for (int again = 0; again < 2; ++again) {
-      const auto response = run_once(request, 0);
-      ASSERT_TRUE(response);
-      EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
-      if (again == 1) {
-        EXPECT_EQ(fields(*response)[2], "0") << *response;
-      }
-    }
-    EXPECT_EQ(versions_with(path, sha256_hex(content)), 1u) << "step " << step;
-    EXPECT_TRUE(std::filesystem::is_empty(archive_ + "/tmp")) << "stale temporary files stay";
-  }
-  EXPECT_TRUE(finished);
-  EXPECT_GT(step, 15) << "an update of a new path has many write steps";
+  kill_at_every_write_step_of_an_update(300000);
+}
+
+// A large file goes through the compression threads and the hashing thread.
+TEST_F(CrashTest, KillAtEveryWriteStepOfALargeUpdateCompressedByThreads) {
+  extra_args_ = {"--compression-threads=2"};
+  kill_at_every_write_step_of_an_update(6 << 20);
 }
 
 TEST_F(CrashTest, KillAtEveryWriteStepOfADirectoryMove) {
@@ -158,6 +172,7 @@ TEST_F(CrashTest, KillAtEveryWriteStepOfADirectoryMove) {
 }
 
 TEST_F(CrashTest, KillAtRandomMomentsWhileArchivingLargeFiles) {
+  extra_args_ = {"--compression-threads=2"};  // 6 MiB files: compressed by threads
   std::mt19937_64 random(20261122);
   const std::string path = dir_ / "src/large file";
   int killed_mid_request = 0;

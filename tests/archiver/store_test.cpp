@@ -23,10 +23,21 @@ using test::write_file;
 
 class StoreTest : public ::testing::Test {
  protected:
-  Store open(StoreHooks hooks = {}) {
-    auto store = Store::open(dir_ / "archive", Store::Mode::ReadWrite, std::move(hooks));
+  Store open(StoreHooks hooks = {}, CompressionOptions compression = {},
+             const std::string& name = "archive") {
+    auto store = Store::open(dir_ / name, Store::Mode::ReadWrite, std::move(hooks), compression);
     if (!store) throw std::runtime_error(store.error());
     return std::move(store.value());
+  }
+
+  // Text-like content that compresses well at every level, `size` bytes.
+  static std::string text(std::size_t size) {
+    std::string content;
+    for (std::uint32_t i = 0; content.size() < size; ++i) {
+      content += fmt::format("{:x} line {}\n", (i % 5000) * 2654435761u, i % 977);
+    }
+    content.resize(size);
+    return content;
   }
 
   static void expect_complete(const ArchiveResult& r) {
@@ -126,6 +137,69 @@ TEST_F(StoreTest, SparseTwoGibFileIsStoredSmallAndRestoredIdentical) {
   struct stat st {};
   ASSERT_EQ(::stat(options.destination.c_str(), &st), 0);
   EXPECT_LT(st.st_blocks * 512, 64 << 20) << "restore writes holes, not 2 GiB of zeros";
+}
+
+// Objects are named by the SHA-256 of the content: the level and the threads change the
+// bytes stored, never the name, and every setting restores and verifies.
+TEST_F(StoreTest, CompressionSettingsChangeOnlyTheBytesStored) {
+  const std::string large = dir_ / "src/large";  // above the size compressed by threads
+  const std::string small = dir_ / "src/small";
+  write_file(large, text(6 << 20));
+  write_file(small, text(100000));
+  struct Setting {
+    int level;
+    int threads;
+  };
+  const std::vector<Setting> settings = {{-7, 1}, {1, 1}, {1, 2}, {1, 0}, {19, 3}};
+  std::string name;
+  std::vector<std::uintmax_t> sizes;
+  for (const auto& [level, threads] : settings) {
+    SCOPED_TRACE(fmt::format("level {}, threads {}", level, threads));
+    const std::string root = fmt::format("archive-{}-{}", level, threads);
+    Store store = open({}, CompressionOptions{level, threads}, root);
+    round_trip(store, large);
+    round_trip(store, small);
+    auto versions = store.versions(large);
+    ASSERT_TRUE(versions);
+    ASSERT_EQ(versions->size(), 1u);
+    const std::string& sha = versions->front().sha256;
+    if (name.empty()) name = sha;
+    EXPECT_EQ(sha, name) << "the level or threads changed the object's name";
+    const std::string object =
+        fmt::format("{}/objects/{}/{}.zst", dir_ / root, sha.substr(0, 2), sha);
+    ASSERT_TRUE(std::filesystem::exists(object));
+    sizes.push_back(std::filesystem::file_size(object));
+    EXPECT_TRUE(store.verify().ok());
+  }
+  EXPECT_LT(sizes.back(), sizes.front()) << "level 19 stores fewer bytes than level -7";
+  EXPECT_LT(sizes[1], sizes.front()) << "level 1 stores fewer bytes than level -7";
+
+  // An archive written at one level takes new versions at another; content already stored
+  // is not stored again.
+  Store store = open({}, CompressionOptions{3, 2}, "archive-1-1");
+  write_file(large, text(6 << 20) + "more");
+  round_trip(store, large);
+  ASSERT_EQ(store.versions(large)->size(), 2u);
+  EXPECT_EQ(store.update(small).bytes_added, 0u);
+  EXPECT_TRUE(store.verify().ok());
+}
+
+TEST_F(StoreTest, CancelledDuringALargeFileLeavesNoTraceAndRetrySucceeds) {
+  const std::string path = dir_ / "src/large";
+  write_file(path, text(12 << 20));
+  int polls = 0;
+  bool cancel = true;
+  StoreHooks hooks;
+  hooks.cancelled = [&] { return cancel && ++polls > 10; };  // after ~2.5 MiB
+  Store store = open(std::move(hooks), CompressionOptions{1, 2});
+  const ArchiveResult r = store.update(path);
+  EXPECT_EQ(r.outcome, Outcome::FailedRetry);
+  EXPECT_EQ(r.message, "cancelled");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "archive/tmp"));
+  EXPECT_TRUE(store.versions(path)->empty());
+  cancel = false;
+  round_trip(store, path);
+  EXPECT_TRUE(store.verify().ok());
 }
 
 TEST_F(StoreTest, FileChangedWhileBeingReadIsRetriedNeverTorn) {

@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "support/test_support.hpp"
 
 namespace tw {
@@ -86,6 +89,52 @@ TEST(Config, BadValuesNameTheKeyAndWhatIsAllowed) {
   EXPECT_NE(p.err.find("batch"), std::string::npos) << p.err;
 }
 
+TEST(Config, CompressionKeys) {
+  auto p = parse({});
+  ASSERT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.config.compression_level, 1);
+  EXPECT_EQ(p.config.compression_threads, 0);
+
+  test::TempDir dir;
+  test::write_file(dir / "tw.toml", "compression_level = -5\ncompression_threads = 3\n");
+  p = parse({"--config", (dir / "tw.toml").string()});
+  ASSERT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.config.compression_level, -5);
+  EXPECT_EQ(p.config.compression_threads, 3);
+
+  ::setenv("TIMEWARP_COMPRESSION_LEVEL", "19", 1);
+  p = parse({"--compression-threads", "1"});
+  ::unsetenv("TIMEWARP_COMPRESSION_LEVEL");
+  ASSERT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.config.compression_level, 19);
+  EXPECT_EQ(p.config.compression_threads, 1);
+
+  p = parse({"--compression-level=-7"});
+  ASSERT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.config.compression_level, -7);
+}
+
+// Expects `args` refused (exit status 2) with a message holding every one of `needles`.
+void expect_refused(const std::vector<std::string>& args,
+                    std::initializer_list<std::string_view> needles) {
+  const auto p = parse(args);
+  EXPECT_EQ(p.code, 2) << fmt::format("{}", fmt::join(args, " "));
+  for (const auto needle : needles) EXPECT_NE(p.err.find(needle), std::string::npos) << p.err;
+}
+
+TEST(Config, BadCompressionValuesNameTheKey) {
+  for (const char* bad : {"20", "-8", "fast", "1.5"}) {
+    expect_refused({fmt::format("--compression-level={}", bad)}, {"compression-level"});
+  }
+  expect_refused({"--compression-level=20"}, {"-7 to 19"});
+  for (const char* bad : {"-1", "65", "all"}) {
+    expect_refused({fmt::format("--compression-threads={}", bad)}, {"compression-threads"});
+  }
+  test::TempDir dir;
+  test::write_file(dir / "tw.toml", "compression_threads = 100\n");
+  expect_refused({"--config", (dir / "tw.toml").string()}, {"compression", "0 to 64"});
+}
+
 TEST(Config, MissingConfigFileIsAnError) {
   auto p = parse({"--config", "/nonexistent/tw.toml"});
   EXPECT_EQ(p.code, 2);
@@ -99,6 +148,8 @@ TEST(Config, ArgsForAChildRoundTrip) {
   c.archivers = 4;
   c.strategy = "priority";
   c.retry_base_delay = 0.25;
+  c.compression_level = -3;
+  c.compression_threads = 2;
   c.database = "password=secret";
   auto args = config_to_args(c);
   for (const auto& a : args) EXPECT_EQ(a.find("secret"), std::string::npos);
@@ -109,6 +160,8 @@ TEST(Config, ArgsForAChildRoundTrip) {
   EXPECT_EQ(p.config.archivers, 4);
   EXPECT_EQ(p.config.strategy, "priority");
   EXPECT_DOUBLE_EQ(p.config.retry_base_delay, 0.25);
+  EXPECT_EQ(p.config.compression_level, -3);
+  EXPECT_EQ(p.config.compression_threads, 2);
 }
 
 }  // namespace
