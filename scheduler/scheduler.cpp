@@ -248,7 +248,9 @@ void Scheduler::resize(int archivers) {
     options.archiver.executable =
         config_.archiver_exe.empty() ? sibling_executable("timewarp-archiver") : config_.archiver_exe;
     options.archiver.args = {"--backup-root=" + config_.backup_root,
-                             "--log-level=" + config_.log_level};
+                             "--log-level=" + config_.log_level,
+                             fmt::format("--compression-level={}", config_.compression_level),
+                             fmt::format("--compression-threads={}", config_.compression_threads)};
     if (!config_.log_file.empty()) options.archiver.args.push_back("--log-file=" + config_.log_file);
     for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
     options.item_timeout = seconds_ms(config_.item_timeout);

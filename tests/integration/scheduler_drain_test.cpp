@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "common/process.hpp"
@@ -82,6 +83,24 @@ TEST_F(SchedulerDrain, DrainsEverythingThenSaysReady) {
   scheduler_->close_stdin();  // EOF means STOP
   EXPECT_EQ(scheduler_->wait_exit(30s), 0);
   EXPECT_EQ(db_->scalar("SELECT stopped_at IS NOT NULL FROM timewarp.schedulers"), "t");
+}
+
+// The archive settings given to the scheduler (by the monitor, from the config file) reach
+// every archiver it starts.
+TEST_F(SchedulerDrain, ArchiversGetTheArchiveSettings) {
+  const std::string settings = (dir_ / "settings.log").string();
+  start({"--archivers=2", "--compression-level=7", "--compression-threads=3",
+         "--archiver-arg=--record-config=" + settings});
+  const auto lines = [&] {
+    const std::string text = test::read_file(settings);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  ASSERT_TRUE(test::wait_until([&] { return lines() == 2; }, 30s)) << test::read_file(settings);
+  const std::string expected = fmt::format(
+      "backup_root={} compression_level=7 compression_threads=3\n", (dir_ / "archive").string());
+  EXPECT_EQ(test::read_file(settings), expected + expected);
+  ASSERT_TRUE(scheduler_->write_line("STOP"));
+  EXPECT_EQ(scheduler_->wait_exit(30s), 0);
 }
 
 TEST_F(SchedulerDrain, ArchiverFaultsCountAsFailedAttemptsAndNeverStopTheOthers) {

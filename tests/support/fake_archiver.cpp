@@ -3,7 +3,8 @@
 // answers, "garbage" answers a malformed line, "retry" answers FAILED RETRY, "permanent"
 // FAILED PERMANENT, "vanished" the vanished answer; anything else COMPLETE. Every request it
 // finishes is appended to --record FILE, so tests can count how often an item ran.
-// With --delay-ms N it spends N ms on each item; --bytes N reports N archive bytes added.
+// With --delay-ms N it spends N ms on each item; --bytes N reports N archive bytes added;
+// --record-config FILE appends, at start, the archive settings it was given.
 #include <unistd.h>
 
 #include <chrono>
@@ -29,8 +30,18 @@ int main(int argc, char** argv) {
   app.add_option("--record", record);
   app.add_option("--delay-ms", delay_ms);
   app.add_option("--bytes", bytes, "archive bytes reported for each completed item");
+  std::string record_config;
+  app.add_option("--record-config", record_config);
   app.add_flag("--null");
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
+  if (!record_config.empty()) {
+    if (std::FILE* out = std::fopen(record_config.c_str(), "a")) {
+      std::fprintf(out, "backup_root=%s compression_level=%d compression_threads=%d\n",
+                   config.backup_root.c_str(), config.compression_level,
+                   config.compression_threads);
+      std::fclose(out);
+    }
+  }
 
   std::FILE* log = record.empty() ? nullptr : std::fopen(record.c_str(), "a");
   std::string line;
