@@ -92,6 +92,27 @@ std::vector<pid_t> backends(tw::db::Connection& conn) {
   return pids;
 }
 
+// The processor's model name and the 1-minute load average: the conditions a figure was
+// measured under, printed beside it.
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown processor";
+}
+
+double load_average() {
+  std::ifstream loadavg("/proc/loadavg");
+  double one_minute = -1;
+  loadavg >> one_minute;
+  return one_minute;
+}
+
 double total_cpu(const std::vector<pid_t>& pids) {
   double sum = 0;
   for (const auto pid : pids) sum += cpu_seconds(pid);
@@ -207,14 +228,15 @@ int main(int argc, char** argv) {
     try {
       tw::db::Connection conn(conninfo);
       tw::db::migrate(conn);
-      fmt::print("bench/drain: {} items, {} null archivers, batch size {}, {} cores\n", items,
-                 archivers, batch_size, std::thread::hardware_concurrency());
+      fmt::print("bench/drain: {} items, {} null archivers, batch size {}, {} cores ({})\n",
+                 items, archivers, batch_size, std::thread::hardware_concurrency(), cpu_model());
       for (int r = 1; r <= rounds; ++r) {
+        const double load = load_average();
         const auto sql = bare_sql(conn, items, batch_size);
         const auto run = scheduler(conn, conninfo, items, archivers, batch_size);
         fmt::print("round {}: scheduler {:>9.0f} items/s | bare SQL loop {:>9.0f} items/s | "
-                   "ratio {:.2f} | scheduler peak RSS {:.1f} MiB\n",
-                   r, run.rate, sql.rate, run.rate / sql.rate, run.peak_rss_kib / 1024.0);
+                   "ratio {:.2f} | scheduler peak RSS {:.1f} MiB | load average before {:.2f}\n",
+                   r, run.rate, sql.rate, run.rate / sql.rate, run.peak_rss_kib / 1024.0, load);
         const double per_k = 1000.0 * 1000.0 / items;  // seconds -> ms per 1,000 items
         fmt::print("         CPU ms per 1,000 items: scheduler {:.1f}, archivers {:.1f}, its "
                    "PostgreSQL backends {:.1f} | bare SQL loop's backend {:.1f}\n",
