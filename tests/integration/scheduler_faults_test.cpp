@@ -1,5 +1,5 @@
 // The scheduler under trouble: a second scheduler that dies, live resizing under load, the
-// database connection cut in the middle of a drain, pacing.
+// database connection cut in the middle of a drain, pacing, a backlog that keeps growing.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -115,6 +115,45 @@ TEST(SchedulerFaults, OldCompletedItemsArePrunedPeriodically) {
   ASSERT_TRUE(test::drain_once(*scheduler, 60s));
   ASSERT_TRUE(test::wait_until([&] { return f.count("true") == 0; }, 30s))
       << f.count("true") << " items left";
+  ASSERT_TRUE(scheduler->write_line("STOP"));
+  EXPECT_EQ(scheduler->wait_exit(30s), 0);
+}
+
+// Claimable items past `backlog_warning`, and more of them at the next heartbeat, are
+// logged as a warning; a backlog under the threshold is not.
+TEST(SchedulerFaults, BacklogGrowingPastTheThresholdIsWarnedAbout) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::SchedulerFixture f(db);
+  const std::string log = (f.dir() / "scheduler.log").string();
+  // No READY is sent: nothing is claimed, the backlog only grows.
+  auto scheduler = f.start({"--archivers=1", "--backlog-warning=50", "--log-file=" + log});
+  const auto heartbeat_ms = [&] {
+    return db.count(
+        "SELECT coalesce(max((extract(epoch FROM heartbeat_at) * 1000)::bigint), 0) "
+        "FROM timewarp.schedulers");
+  };
+  // Waits until the scheduler has beaten `n` more times (it looks at the backlog then).
+  const auto beats = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const auto before = heartbeat_ms();
+      if (!test::wait_until([&] { return heartbeat_ms() > before; }, 30s)) return false;
+    }
+    return true;
+  };
+  const auto warned = [&] {
+    return test::read_file(log).find("backlog growing") != std::string::npos;
+  };
+  f.fill(30);
+  ASSERT_TRUE(beats(3));
+  EXPECT_FALSE(warned()) << "30 claimable items are under the threshold of 50";
+  f.fill(100, "/src/more");
+  ASSERT_TRUE(beats(1));
+  ASSERT_TRUE(test::wait_until(warned, 30s)) << test::read_file(log);
+  EXPECT_NE(test::read_file(log).find("130 claimable items (warning threshold 50)"),
+            std::string::npos)
+      << test::read_file(log);
+  EXPECT_EQ(f.count("status = 'NEW'"), 130);
   ASSERT_TRUE(scheduler->write_line("STOP"));
   EXPECT_EQ(scheduler->wait_exit(30s), 0);
 }
