@@ -198,8 +198,8 @@ TEST_F(StoreTest, LargeFileSpanningManyCompressionJobsRoundTrips) {
   std::string name;
   for (const auto& [level, threads] : settings) {
     SCOPED_TRACE(fmt::format("level {}, threads {}", level, threads));
-    Store store = open({}, CompressionOptions{level, threads},
-                       fmt::format("archive-{}-{}", level, threads));
+    Store store =
+        open({}, CompressionOptions{level, threads}, fmt::format("archive-{}-{}", level, threads));
     round_trip(store, large);
     auto versions = store.versions(large);
     ASSERT_TRUE(versions);
