@@ -14,6 +14,10 @@
 //   after it, so every step writes into memory the previous one has just freed: on a
 //   virtual machine, writing into memory that has been free for a while can be several
 //   times slower (the host backs it again), and would favour whichever step comes later.
+//   For the large files, also the archiver's CPU time (user + system, all its threads),
+//   and two limits measured in this process on the same files, one thread each: SHA-256
+//   (an object's name, one hash per file that no thread count can split) and zstd at the
+//   archiver's level. They bound what any archiver could reach on this machine.
 //   (c) the archiver's peak resident memory (ru_maxrss) while archiving one 2 GiB file of
 //       text-like content (one run; its rate is for information).
 //
@@ -33,6 +37,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -41,8 +46,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <zstd.h>
 #include <CLI/CLI.hpp>
 
+#include "archiver/sha256.hpp"
 #include "common/escape.hpp"
 
 namespace {
@@ -107,6 +114,7 @@ void write_file(const std::string& path, std::uint64_t size, std::mt19937_64& ra
 
 struct Run {
   double seconds = 0;
+  double cpu_seconds = 0;  // user + system, every thread
   long max_rss_kib = 0;
   std::uint64_t archive_bytes = 0;
 };
@@ -206,6 +214,8 @@ Run archive(const std::string& archiver, const std::string& root,
   struct rusage usage {};
   ::wait4(pid, &status, 0, &usage);
   run.max_rss_kib = usage.ru_maxrss;
+  run.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                    static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   if (answered != files.size() || failed > 0) {
     throw std::runtime_error(
         fmt::format("archiver answered {} of {} ({} failed)", answered, files.size(), failed));
@@ -214,6 +224,72 @@ Run archive(const std::string& archiver, const std::string& root,
 }
 
 void sync_all() { ::sync(); }
+
+// The zstd level given to the archivers (--archiver-arg=--compression-level=N), else its
+// default.
+int archiver_level() {
+  int level = 1;
+  for (const auto& arg : g_archiver_args) {
+    for (const std::string key : {"--compression-level=", "--compression_level="}) {
+      if (arg.rfind(key, 0) == 0) level = std::stoi(arg.substr(key.size()));
+    }
+  }
+  return level;
+}
+
+// What one thread does with `files` (read from the page cache in 64 KiB pieces, as the
+// archiver reads them) when it only hashes them, or only compresses them at `level`.
+struct Limits {
+  double sha_seconds = 0;
+  double zstd_seconds = 0;
+  std::uint64_t zstd_bytes = 0;
+};
+
+Limits measure_limits(const std::vector<std::string>& files, int level) {
+  std::vector<char> in(64 << 10);
+  std::vector<char> out(ZSTD_CStreamOutSize());
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  Limits limits;
+  for (const bool compress : {false, true}) {
+    const auto start = Clock::now();
+    for (const auto& file : files) {
+      const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw std::runtime_error(fmt::format("cannot open {}", file));
+      tw::archive::Sha256 sha;
+      if (compress) {
+        ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_only);
+        ZSTD_CCtx_setPledgedSrcSize(cctx.get(), std::filesystem::file_size(file));
+      }
+      for (off_t at = 0;;) {
+        const ssize_t n = ::pread(fd, in.data(), in.size(), at);
+        if (n < 0) throw std::runtime_error(fmt::format("cannot read {}", file));
+        at += n;
+        if (!compress) {
+          sha.update(in.data(), static_cast<std::size_t>(n));
+          if (n == 0) break;
+          continue;
+        }
+        const ZSTD_EndDirective mode = n == 0 ? ZSTD_e_end : ZSTD_e_continue;
+        ZSTD_inBuffer input{in.data(), static_cast<std::size_t>(n), 0};
+        std::size_t remaining = 0;
+        do {
+          ZSTD_outBuffer output{out.data(), out.size(), 0};
+          remaining = ZSTD_compressStream2(cctx.get(), &output, &input, mode);
+          if (ZSTD_isError(remaining)) throw std::runtime_error(ZSTD_getErrorName(remaining));
+          limits.zstd_bytes += output.pos;
+        } while (mode == ZSTD_e_end ? remaining != 0 : input.pos < input.size);
+        if (n == 0) break;
+      }
+      if (!compress) sha.hex_digest();
+      ::close(fd);
+    }
+    (compress ? limits.zstd_seconds : limits.sha_seconds) =
+        std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return limits;
+}
 
 void report(const std::string& what, std::size_t files, std::uint64_t bytes, double seconds) {
   std::cout << fmt::format("  {:<30} {:>9.1f} files/s {:>9.1f} MB/s   ({:.2f} s)\n", what,
@@ -265,10 +341,16 @@ void compare(const std::string& title, const std::string& archiver, const std::s
   constexpr double kNever = 1e300;
   double alone = kNever, pair = kNever, copied = kNever, synced = kNever;
   Run archived;
+  const bool large = bytes >= files.size() * (std::uint64_t{1} << 20);  // 1 MiB+ files
+  const int level = archiver_level();
+  Limits limits{kNever, kNever, 0};
   for (int round = 0; round < rounds; ++round) {
     sync_all();
     const Run run = archive(archiver, root, files);
-    if (run.seconds < alone) alone = run.seconds;
+    if (run.seconds < alone) {
+      alone = run.seconds;
+      archived.cpu_seconds = run.cpu_seconds;
+    }
     archived.archive_bytes = run.archive_bytes;
     archived.max_rss_kib = std::max(archived.max_rss_kib, run.max_rss_kib);
     std::filesystem::remove_all(root);
@@ -286,6 +368,12 @@ void compare(const std::string& title, const std::string& archiver, const std::s
     sync_all();
     synced = std::min(synced, since(start));
     std::filesystem::remove_all(copy);
+    if (large) {
+      const Limits measured = measure_limits(files, level);
+      limits.sha_seconds = std::min(limits.sha_seconds, measured.sha_seconds);
+      limits.zstd_seconds = std::min(limits.zstd_seconds, measured.zstd_seconds);
+      limits.zstd_bytes = measured.zstd_bytes;
+    }
   }
   report("timewarp-archiver", files.size(), bytes, alone);
   std::cout << fmt::format(
@@ -294,11 +382,25 @@ void compare(const std::string& title, const std::string& archiver, const std::s
       static_cast<double>(bytes) /
           static_cast<double>(std::max<std::uint64_t>(archived.archive_bytes, 1)),
       static_cast<double>(archived.max_rss_kib) / 1024.0);
+  if (large) {
+    std::cout << fmt::format("  {:<30} {:>9.2f} s CPU in {:.2f} s ({:.2f} cores busy)\n", "",
+                             archived.cpu_seconds, alone, archived.cpu_seconds / alone);
+  }
   if (files.size() >= 2) report("2 archivers in parallel", files.size(), bytes, pair);
   report("cp -a", files.size(), bytes, copied);
   report("cp -a; sync", files.size(), bytes, synced);
   std::cout << fmt::format("  {:<30} {:>9.2f} (archiver MB/s over cp -a MB/s)\n", "ratio",
                            copied / alone);
+  if (large) {
+    std::cout << "  limits, one thread each, same files:\n";
+    report("SHA-256 alone", files.size(), bytes, limits.sha_seconds);
+    report(fmt::format("zstd level {} alone ({:.2f}:1)", level,
+                       static_cast<double>(bytes) /
+                           static_cast<double>(std::max<std::uint64_t>(limits.zstd_bytes, 1))),
+           files.size(), bytes, limits.zstd_seconds);
+    std::cout << fmt::format("  {:<30} {:>9.1f} MB/s   (half of cp -a)\n", "target",
+                             static_cast<double>(bytes) / 1e6 / copied / 2);
+  }
 }
 
 std::string default_archiver(const char* argv0) {

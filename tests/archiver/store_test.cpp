@@ -184,6 +184,32 @@ TEST_F(StoreTest, CompressionSettingsChangeOnlyTheBytesStored) {
   EXPECT_TRUE(store.verify().ok());
 }
 
+// A file spanning many of zstd's jobs (4 MiB with two workers at level 1, 8 MiB / workers
+// with more, zstd's own from level 2 up), with a last job of odd length: one object, one
+// name, byte-identical back, whatever the threads and level.
+TEST_F(StoreTest, LargeFileSpanningManyCompressionJobsRoundTrips) {
+  const std::string large = dir_ / "src/large";
+  write_file(large, text((13 << 20) + 12345));
+  struct Setting {
+    int level;
+    int threads;
+  };
+  const std::vector<Setting> settings = {{1, 2}, {1, 3}, {1, 4}, {-7, 2}, {2, 2}};
+  std::string name;
+  for (const auto& [level, threads] : settings) {
+    SCOPED_TRACE(fmt::format("level {}, threads {}", level, threads));
+    Store store =
+        open({}, CompressionOptions{level, threads}, fmt::format("archive-{}-{}", level, threads));
+    round_trip(store, large);
+    auto versions = store.versions(large);
+    ASSERT_TRUE(versions);
+    ASSERT_EQ(versions->size(), 1u);
+    if (name.empty()) name = versions->front().sha256;
+    EXPECT_EQ(versions->front().sha256, name);
+    EXPECT_TRUE(store.verify().ok());
+  }
+}
+
 TEST_F(StoreTest, CancelledDuringALargeFileLeavesNoTraceAndRetrySucceeds) {
   const std::string path = dir_ / "src/large";
   write_file(path, text(12 << 20));
