@@ -6,7 +6,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 
 #include "common/protocol.hpp"
 #include "common/result.hpp"
@@ -24,24 +23,10 @@ inline Fault permanent(std::string message) {
 }
 
 template <class T>
-class [[nodiscard]] Expected {
+class [[nodiscard]] Expected : public ValueOr<T, Fault> {
  public:
-  Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
-  Expected(Fault fault) : v_(std::move(fault)) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  const Fault& fault() const { return std::get<1>(v_); }
-
- private:
-  std::variant<T, Fault> v_;
+  using ValueOr<T, Fault>::ValueOr;
+  const Fault& fault() const { return this->failure(); }
 };
 
 using Done = Expected<Ok>;

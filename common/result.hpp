@@ -12,11 +12,13 @@ struct Error {
   std::string message;
 };
 
-template <class T>
-class [[nodiscard]] Result {
+// A value of type T or a failure of type E: the one implementation behind Result (an
+// error message) and the archive library's Expected (a protocol fault).
+template <class T, class E>
+class [[nodiscard]] ValueOr {
  public:
-  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(Error error) : v_(std::move(error)) {}     // NOLINT(google-explicit-constructor)
+  ValueOr(T value) : v_(std::move(value)) {}    // NOLINT(google-explicit-constructor)
+  ValueOr(E failure) : v_(std::move(failure)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -27,10 +29,17 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
-  const std::string& error() const { return std::get<1>(v_).message; }
+  const E& failure() const { return std::get<1>(v_); }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, E> v_;
+};
+
+template <class T>
+class [[nodiscard]] Result : public ValueOr<T, Error> {
+ public:
+  using ValueOr<T, Error>::ValueOr;
+  const std::string& error() const { return this->failure().message; }
 };
 
 // For operations that return nothing but may fail.
