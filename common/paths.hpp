@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tw {
@@ -15,5 +16,20 @@ std::filesystem::path absolute_path(const std::filesystem::path& path);
 // The longest of `roots` that contains `path` (component-wise), or an empty path.
 std::filesystem::path source_root_of(const std::filesystem::path& path,
                                      const std::vector<std::filesystem::path>& roots);
+
+// `child` is `dir` itself or lies beneath it (component-wise; both absolute and normal).
+inline bool path_within(std::string_view child, std::string_view dir) {
+  if (dir == "/") return !child.empty() && child.front() == '/';
+  return child.size() >= dir.size() && child.compare(0, dir.size(), dir) == 0 &&
+         (child.size() == dir.size() || child[dir.size()] == '/');
+}
+
+// `dir` + "/" + `name`, without doubling the slash of "/".
+inline std::string join_path(std::string_view dir, std::string_view name) {
+  std::string out(dir);
+  if (out.empty() || out.back() != '/') out.push_back('/');
+  out.append(name);
+  return out;
+}
 
 }  // namespace tw

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/paths.hpp"
 #include "common/protocol.hpp"
 
 namespace tw::monitor {
@@ -32,20 +33,5 @@ struct Change {
     return {Op::Move, std::move(from), std::move(to), is_dir, {}, {}};
   }
 };
-
-// `child` is `dir` itself or lies beneath it (component-wise; both absolute and normal).
-inline bool path_within(std::string_view child, std::string_view dir) {
-  if (dir == "/") return !child.empty() && child.front() == '/';
-  return child.size() >= dir.size() && child.compare(0, dir.size(), dir) == 0 &&
-         (child.size() == dir.size() || child[dir.size()] == '/');
-}
-
-// `dir` + "/" + `name`, without doubling the slash of "/".
-inline std::string join_path(std::string_view dir, std::string_view name) {
-  std::string out(dir);
-  if (out.empty() || out.back() != '/') out.push_back('/');
-  out.append(name);
-  return out;
-}
 
 }  // namespace tw::monitor

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     if (config.backup_root.empty()) {
       throw std::runtime_error("backup_root is not set (--backup-root, BACKUP_ROOT or config)");
     }
-    tw::monitor::Filter::from_config(config);  // refuses overlapping trees before anything runs
+    tw::Filter::from_config(config);  // refuses overlapping trees before anything runs
     {
       tw::db::Connection conn(config.database);
       const auto applied = tw::db::migrate(conn);

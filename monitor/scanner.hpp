@@ -15,7 +15,7 @@
 
 #include "monitor/archive_view.hpp"
 #include "monitor/change.hpp"
-#include "monitor/filters.hpp"
+#include "common/filters.hpp"
 
 namespace tw::monitor {
 

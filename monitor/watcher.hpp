@@ -41,7 +41,7 @@
 #include "monitor/archive_view.hpp"
 #include "monitor/event_batcher.hpp"
 #include "monitor/event_source.hpp"
-#include "monitor/filters.hpp"
+#include "common/filters.hpp"
 #include "monitor/scanner.hpp"
 
 namespace tw::monitor {

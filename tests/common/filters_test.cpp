@@ -1,8 +1,8 @@
-#include "monitor/filters.hpp"
+#include "common/filters.hpp"
 
 #include <gtest/gtest.h>
 
-namespace tw::monitor {
+namespace tw {
 namespace {
 
 TEST(GlobMatch, StarStaysWithinAComponentDoubleStarCrossesThem) {
@@ -116,4 +116,4 @@ TEST(Filter, MaximumFileSizeAppliesToRegularFilesOnly) {
 }
 
 }  // namespace
-}  // namespace tw::monitor
+}  // namespace tw

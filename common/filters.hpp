@@ -1,4 +1,5 @@
-// Which paths of the source trees the monitor queues: the `exclude` and `include` globs
+// Which paths of the source trees TimeWarp archives (the monitor queues them, `timewarp
+// check` compares them): the `exclude` and `include` globs
 // and `max_file_size` of the configuration. Immutable after construction, so safe to use
 // from several threads.
 //
@@ -25,7 +26,7 @@
 
 #include "common/config.hpp"
 
-namespace tw::monitor {
+namespace tw {
 
 // Matches `text` against one glob `pattern` (rules above). Linear in |pattern|·|text|.
 bool glob_match(std::string_view pattern, std::string_view text);
@@ -61,4 +62,4 @@ class Filter {
   std::string backup_root_;  // absolute, normal; "" when none
 };
 
-}  // namespace tw::monitor
+}  // namespace tw

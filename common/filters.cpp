@@ -1,4 +1,4 @@
-#include "monitor/filters.hpp"
+#include "common/filters.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -8,9 +8,8 @@
 #include "common/escape.hpp"
 
 #include "common/paths.hpp"
-#include "monitor/change.hpp"
 
-namespace tw::monitor {
+namespace tw {
 namespace {
 
 enum class TokenKind { Literal, AnyChar, Class, Star, DoubleStar };
@@ -213,4 +212,4 @@ bool Filter::too_big(const struct stat& st) const {
          static_cast<std::uint64_t>(st.st_size) > max_file_size_;
 }
 
-}  // namespace tw::monitor
+}  // namespace tw
