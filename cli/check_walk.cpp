@@ -1,0 +1,299 @@
+#include "cli/check_walk.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "archiver/paths.hpp"
+#include "archiver/sha256.hpp"
+#include "archiver/timefmt.hpp"
+#include "common/escape.hpp"
+#include "common/fd.hpp"
+#include "common/paths.hpp"
+
+namespace tw::cli {
+namespace {
+
+constexpr std::string_view kNone = "-";
+
+std::string_view type_name(std::uint32_t mode) {
+  if (S_ISREG(mode)) return "file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symlink";
+  return "other";
+}
+
+// The types the archive keeps; everything else on disk is skipped.
+bool kept_type(mode_t mode) { return S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode); }
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::string error_text(int error) { return escape_bytes(std::strerror(error)); }
+
+// The target of the symlink `name` relative to `dir_fd`, or an errno.
+std::optional<std::string> read_link(int dir_fd, const std::string& name, int& error) {
+  std::string target(256, '\0');
+  while (true) {
+    const ssize_t n = ::readlinkat(dir_fd, name.c_str(), target.data(), target.size());
+    if (n < 0) {
+      error = errno;
+      return std::nullopt;
+    }
+    if (static_cast<std::size_t>(n) < target.size()) {
+      target.resize(static_cast<std::size_t>(n));
+      return target;
+    }
+    target.resize(target.size() * 2);
+  }
+}
+
+// The names in the open directory `fd` (not "." and ".."), sorted bytewise; or an errno.
+std::optional<std::vector<std::string>> read_names(int fd, int& error) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) {
+    error = errno;
+    return std::nullopt;
+  }
+  DIR* d = ::fdopendir(copy);
+  if (d == nullptr) {
+    error = errno;
+    ::close(copy);
+    return std::nullopt;
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  if (errno != 0) {
+    error = errno;
+    return std::nullopt;
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+std::string_view to_string(DiffKind kind) {
+  static constexpr std::array<std::string_view, kDiffKinds> kNames = {
+      "missing", "extra", "type", "size",    "mtime",
+      "mode",    "owner", "link", "content", "unreadable"};
+  return kNames[static_cast<std::size_t>(kind)];
+}
+
+TreeCheck::TreeCheck(const archive::Store& store, const Filter& filter, CheckOptions options,
+                     Report report)
+    : store_(store),
+      filter_(filter),
+      nodes_(store.root()),
+      options_(options),
+      report_(std::move(report)) {}
+
+std::uint64_t TreeCheck::total() const {
+  return std::accumulate(counts_.begin(), counts_.end(), std::uint64_t{0});
+}
+
+void TreeCheck::emit(DiffKind kind, const std::string& path, std::string archive,
+                     std::string disk) {
+  ++counts_[static_cast<std::size_t>(kind)];
+  report_(Difference{kind, path, std::move(archive), std::move(disk)});
+}
+
+bool TreeCheck::live_version(const std::string& path, std::optional<archive::Version>& live) {
+  live.reset();
+  auto versions = store_.versions(path);
+  if (!versions) {
+    emit(DiffKind::Unreadable, path, escape_bytes(versions.error()), std::string(kNone));
+    return false;
+  }
+  if (!versions->empty() && versions->back().exists()) live = std::move(versions->back());
+  return true;
+}
+
+void TreeCheck::check(const std::string& path) {
+  if (filter_.excluded(path)) return;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      report_gone(path);
+    } else {
+      emit(DiffKind::Unreadable, path, std::string(kNone), error_text(errno));
+    }
+    return;
+  }
+  check_present(AT_FDCWD, path, path, st);
+}
+
+void TreeCheck::check_present(int dir_fd, const std::string& name, const std::string& path,
+                              const struct stat& st) {
+  if (!kept_type(st.st_mode) || filter_.too_big(st)) return;
+  ++compared_;
+  std::optional<archive::Version> live;
+  if (live_version(path, live)) {
+    if (live) {
+      compare(dir_fd, name, path, st, *live);
+    } else {
+      emit(DiffKind::Missing, path, std::string(kNone), std::string(type_name(st.st_mode)));
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    report_gone_beneath(path);
+    return;
+  }
+  UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    emit(DiffKind::Unreadable, path, std::string(kNone), error_text(errno));
+    return;
+  }
+  walk(fd.get(), path);
+}
+
+void TreeCheck::compare(int dir_fd, const std::string& name, const std::string& path,
+                        const struct stat& st, const archive::Version& live) {
+  if ((live.mode & S_IFMT) != (st.st_mode & S_IFMT)) {
+    emit(DiffKind::Type, path, std::string(type_name(live.mode)),
+         std::string(type_name(st.st_mode)));
+    return;
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (S_ISREG(st.st_mode) && live.size != size) {
+    emit(DiffKind::Size, path, std::to_string(live.size), std::to_string(size));
+  }
+  if (live.mtime_ns != mtime_ns(st)) {
+    emit(DiffKind::Mtime, path, archive::format_time_ns(live.mtime_ns),
+         archive::format_time_ns(mtime_ns(st)));
+  }
+  if ((live.mode & 07777) != (st.st_mode & 07777)) {
+    emit(DiffKind::Mode, path, fmt::format("{:04o}", live.mode & 07777),
+         fmt::format("{:04o}", st.st_mode & 07777));
+  }
+  if (live.uid != st.st_uid || live.gid != st.st_gid) {
+    emit(DiffKind::Owner, path, fmt::format("{}:{}", live.uid, live.gid),
+         fmt::format("{}:{}", st.st_uid, st.st_gid));
+  }
+  if (S_ISLNK(st.st_mode)) {
+    int error = 0;
+    const auto target = read_link(dir_fd, name, error);
+    if (!target) {
+      emit(DiffKind::Unreadable, path, std::string(kNone), error_text(error));
+    } else if (*target != live.link_target) {
+      emit(DiffKind::Link, path, escape_bytes(live.link_target), escape_bytes(*target));
+    }
+  }
+  if (S_ISREG(st.st_mode) && options_.content && live.size == size) {
+    compare_content(dir_fd, name, path, live);
+  }
+}
+
+void TreeCheck::compare_content(int dir_fd, const std::string& name, const std::string& path,
+                                const archive::Version& live) {
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+  UniqueFd fd(::openat(dir_fd, name.c_str(), kFlags | O_NOATIME));
+  if (!fd && errno == EPERM) fd = UniqueFd(::openat(dir_fd, name.c_str(), kFlags));
+  if (!fd) {
+    emit(DiffKind::Unreadable, path, std::string(kNone), error_text(errno));
+    return;
+  }
+  archive::Sha256 sha;
+  std::vector<char> buffer(256 * 1024);
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      emit(DiffKind::Unreadable, path, std::string(kNone), error_text(errno));
+      return;
+    }
+    if (n == 0) break;
+    sha.update(buffer.data(), static_cast<std::size_t>(n));
+  }
+  const std::string digest = sha.hex_digest();
+  if (digest != live.sha256) {
+    emit(DiffKind::Content, path, live.sha256.empty() ? std::string(kNone) : live.sha256, digest);
+  }
+}
+
+void TreeCheck::walk(int fd, const std::string& path) {
+  int error = 0;
+  const auto names = read_names(fd, error);
+  if (!names) {
+    // Nothing is known of the entries: none is reported missing or extra.
+    emit(DiffKind::Unreadable, path, std::string(kNone), error_text(error));
+    return;
+  }
+  auto keys = nodes_.child_keys(path);
+  if (!keys) emit(DiffKind::Unreadable, path, escape_bytes(keys.error()), std::string(kNone));
+  std::unordered_set<std::string> archive_only;
+  if (keys) archive_only.insert(keys->begin(), keys->end());
+
+  for (const auto& name : *names) {
+    const std::string child = join_path(path, name);
+    if (!archive_only.empty()) archive_only.erase(ArchiveNodes::key_of(child));
+    if (filter_.excluded(child)) continue;
+    struct stat st {};
+    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) {
+        report_gone(child);  // removed while we looked
+      } else {
+        emit(DiffKind::Unreadable, child, std::string(kNone), error_text(errno));
+      }
+      continue;
+    }
+    check_present(fd, name, child, st);
+  }
+
+  for (const auto& child : named_children(path, archive_only)) {
+    if (!filter_.excluded(child)) report_gone(child);
+  }
+}
+
+void TreeCheck::report_gone(const std::string& path) {
+  std::optional<archive::Version> live;
+  if (live_version(path, live) && live) {
+    emit(DiffKind::Extra, path, std::string(type_name(live->mode)), std::string(kNone));
+  }
+  report_gone_beneath(path);
+}
+
+void TreeCheck::report_gone_beneath(const std::string& path) {
+  auto keys = nodes_.child_keys(path);
+  if (!keys) {
+    emit(DiffKind::Unreadable, path, escape_bytes(keys.error()), std::string(kNone));
+    return;
+  }
+  for (const auto& child : named_children(path, *keys)) {
+    if (!filter_.excluded(child)) report_gone(child);
+  }
+}
+
+template <class Keys>
+std::vector<std::string> TreeCheck::named_children(const std::string& path,
+                                                   const Keys& keys) const {
+  std::vector<std::string> children;
+  for (const auto& key : keys) {
+    auto child = nodes_.path_of(key);
+    // A child lies directly beneath its parent; anything else is damage `verify` reports.
+    if (child && archive::parent_path(*child) == path && *child != path) {
+      children.push_back(std::move(*child));
+    }
+  }
+  std::sort(children.begin(), children.end());
+  return children;
+}
+
+}  // namespace tw::cli
