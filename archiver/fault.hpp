@@ -15,6 +15,7 @@ namespace tw::archive {
 struct Fault {
   Outcome outcome = Outcome::FailedRetry;
   std::string message;  // valid UTF-8: paths in it are escaped
+  bool changed = false;  // the source changed while it was read: a new look may succeed
 };
 
 inline Fault retry(std::string message) { return {Outcome::FailedRetry, std::move(message)}; }

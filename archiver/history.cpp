@@ -44,6 +44,7 @@ std::string format_version(const Version& v) {
       "\tmtime={}",
       v.number, v.archived_at_ns, to_string(v.op), v.size, v.sha256.empty() ? "-" : v.sha256,
       v.mode, v.uid, v.gid, v.mtime_ns);
+  if (v.ino != 0) line += fmt::format("\tdev={}\tino={}", v.dev, v.ino);
   if (!v.link_target.empty()) line += "\tlink=" + escape_bytes(v.link_target);
   if (!v.moved_from.empty()) line += "\tfrom=" + escape_bytes(v.moved_from);
   if (!v.moved_to.empty()) line += "\tto=" + escape_bytes(v.moved_to);
@@ -119,6 +120,10 @@ Result<Version> parse_version(std::string_view line, std::uint64_t expected_numb
       if (!n) return bad();
       v.mtime_ns = *n;
       seen |= kMtime;
+    } else if (key == "dev" || key == "ino") {
+      const auto n = to_int<std::uint64_t>(value);
+      if (!n) return bad();
+      (key == "dev" ? v.dev : v.ino) = *n;
     } else if (key == "link" || key == "from" || key == "to") {
       auto raw = unescape_bytes(value);
       if (!raw || raw->empty()) return bad();

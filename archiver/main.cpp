@@ -176,9 +176,12 @@ int run(int argc, char** argv) {
     }
     tw::Response response;
     if (status == LineReader::Status::Overlong) {
-      response = handler.handle_line(line);  // answered with the id when it can be read
+      // Only the line's start was kept: answer with its id and run nothing of it (its
+      // path, cut short, could name another file or a whole directory).
+      response.id = tw::request_id_of(line);
       response.outcome = tw::Outcome::FailedPermanent;
       response.message = "malformed request: line longer than 1 MiB";
+      spdlog::warn("request {} refused: line longer than 1 MiB", response.id);
     } else {
       response = handler.handle_line(line);
     }

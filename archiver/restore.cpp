@@ -28,6 +28,18 @@ const Version* pick(const std::vector<Version>& versions, std::int64_t at_limit)
   return best;
 }
 
+// Nanoseconds since the epoch as a timespec whose tv_nsec lies in [0, 1e9), as futimens
+// requires, before 1970 too (-1.5 s is -2 s + 0.5 s: floor division, not truncation).
+struct timespec timespec_of(std::int64_t ns) {
+  std::int64_t sec = ns / 1'000'000'000;
+  std::int64_t rest = ns % 1'000'000'000;
+  if (rest < 0) {
+    rest += 1'000'000'000;
+    --sec;
+  }
+  return {static_cast<time_t>(sec), static_cast<long>(rest)};
+}
+
 bool valid_component(const std::string& c) {
   return !c.empty() && c != "." && c != ".." && c.find('/') == std::string::npos &&
          c.find('\0') == std::string::npos;
@@ -65,10 +77,7 @@ class Restorer {
         if (armed) ::unlinkat(dir, name.c_str(), 0);
       }
     } cleanup{dir_fd, temp};
-    const struct timespec times[2] = {{static_cast<time_t>(v.mtime_ns / 1'000'000'000),
-                                       static_cast<long>(v.mtime_ns % 1'000'000'000)},
-                                      {static_cast<time_t>(v.mtime_ns / 1'000'000'000),
-                                       static_cast<long>(v.mtime_ns % 1'000'000'000)}};
+    const struct timespec times[2] = {timespec_of(v.mtime_ns), timespec_of(v.mtime_ns)};
     if (v.is_symlink()) {
       if (::symlinkat(v.link_target.c_str(), dir_fd, temp.c_str()) != 0) {
         cleanup.armed = false;
@@ -125,10 +134,7 @@ class Restorer {
       return sys_error("cannot set the owner of", target);
     }
     if (::fchmod(fd, v.mode & 07777) != 0) return sys_error("cannot set the mode of", target);
-    const struct timespec times[2] = {{static_cast<time_t>(v.mtime_ns / 1'000'000'000),
-                                       static_cast<long>(v.mtime_ns % 1'000'000'000)},
-                                      {static_cast<time_t>(v.mtime_ns / 1'000'000'000),
-                                       static_cast<long>(v.mtime_ns % 1'000'000'000)}};
+    const struct timespec times[2] = {timespec_of(v.mtime_ns), timespec_of(v.mtime_ns)};
     if (::futimens(fd, times) != 0) return sys_error("cannot set the times of", target);
     return Ok{};
   }

@@ -22,46 +22,6 @@
 #include "common/escape.hpp"
 
 namespace tw::archive {
-namespace {
-
-std::int64_t to_ns(const struct timespec& ts) {
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-const char* type_name(mode_t mode) {
-  if (S_ISFIFO(mode)) return "fifo";
-  if (S_ISSOCK(mode)) return "socket";
-  if (S_ISCHR(mode)) return "character device";
-  if (S_ISBLK(mode)) return "block device";
-  return "unknown type";
-}
-
-void take_metadata(Version& v, const struct stat& st) {
-  v.mode = st.st_mode;
-  v.uid = st.st_uid;
-  v.gid = st.st_gid;
-  v.mtime_ns = to_ns(st.st_mtim);
-}
-
-bool same_file_state(const struct stat& a, const struct stat& b) {
-  return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
-         to_ns(a.st_mtim) == to_ns(b.st_mtim) && to_ns(a.st_ctim) == to_ns(b.st_ctim);
-}
-
-Fault changed_fault(const std::string& name) {
-  return retry(fmt::format("changed while being read: {}", name));
-}
-
-// Appends a version to `history`, numbering it and keeping archive times in order.
-void append_version(History& history, Version v) {
-  const Version* last = history.latest();
-  v.number = last != nullptr ? last->number + 1 : 1;
-  v.archived_at_ns = std::max(now_ns(), last != nullptr ? last->archived_at_ns : INT64_MIN);
-  history.versions.push_back(std::move(v));
-}
-
-}  // namespace
-
 ArchiveResult to_archive_result(const Expected<std::uint64_t>& result) {
   if (result) return ArchiveResult{Outcome::Complete, *result, {}};
   return ArchiveResult{result.fault().outcome, 0, result.fault().message};
@@ -186,19 +146,37 @@ Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool lea
 }
 
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
-  const std::string bucket = dir_of(node_of(path));
+  const std::string base = node_of(path);
+  const std::string bucket = dir_of(base);
   if (!path_exists(bucket)) {
     if (auto made = disk.make_dir(bucket); !made) return made.fault();
   }
-  const std::string file = node_of(path) + ".lock";
-  UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown(file)));
-  while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR)
-      return errno_fault(errno, Side::Archive, fmt::format("locking {}", shown(file)));
-    if (cancelled()) return retry("cancelled");
+  const std::string file = base + ".lock";
+  while (true) {
+    UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown(file)));
+    while (::flock(fd.get(), LOCK_EX) != 0) {
+      if (errno != EINTR)
+        return errno_fault(errno, Side::Archive, fmt::format("locking {}", shown(file)));
+      if (cancelled()) return retry("cancelled");
+    }
+    // The last holder may have removed the file (drop_if_unused) while we waited: then
+    // the lock to hold is the one on the file now at that name.
+    struct stat held {};
+    struct stat named {};
+    if (::fstat(fd.get(), &held) == 0 && ::stat(file.c_str(), &named) == 0 &&
+        held.st_ino == named.st_ino && held.st_dev == named.st_dev) {
+      return NodeLock(std::move(fd), file);
+    }
   }
-  return NodeLock(std::move(fd));
+}
+
+void NodeLock::drop_if_unused(const std::string& node_base) {
+  if (!fd_ || path_exists(node_base + ".history") || path_exists(node_base + ".path") ||
+      path_exists(node_base + ".children")) {
+    return;
+  }
+  ::unlink(file_.c_str());
 }
 
 Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path) const {
@@ -219,121 +197,6 @@ Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path)
   return children;
 }
 
-Expected<std::uint64_t> Store::Impl::record(const std::string& path, Version version) {
-  auto node_bytes = ensure_node(path, true);
-  if (!node_bytes) return node_bytes.fault();
-  auto lock = lock_node(path);
-  if (!lock) return lock.fault();
-  auto history = load_history(path);
-  if (!history) return history.fault();
-  if (const Version* live = history->live(); live != nullptr && same_state(*live, version)) {
-    return *node_bytes;  // identical to the latest version: nothing new to store
-  }
-  append_version(*history, std::move(version));
-  auto saved = save_history(*history);
-  if (!saved) return saved.fault();
-  return *node_bytes + *saved;
-}
-
-Expected<std::uint64_t> Store::Impl::archive(std::string_view raw, Op op) {
-  auto normalized = normalize_path(raw);
-  if (!normalized) return permanent(normalized.error());
-  const std::string& path = *normalized;
-  const std::string name = shown(path);
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return errno_fault(errno, Side::Source, name);
-  auto history = load_history(path);
-  if (!history) return history.fault();
-  const Version* live = history->live();
-
-  Version v;
-  v.op = op;
-  take_metadata(v, st);
-  std::uint64_t object_bytes = 0;
-  if (S_ISREG(st.st_mode)) {
-    v.size = static_cast<std::uint64_t>(st.st_size);
-    if (op == Op::Stat && live != nullptr && live->is_file() && live->size == v.size) {
-      v.sha256 = live->sha256;  // metadata-only version: the content is the previous one
-    } else {
-      v.op = Op::Update;
-      const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-      UniqueFd fd(::open(path.c_str(), flags | O_NOATIME));
-      if (!fd && errno == EPERM) fd.reset(::open(path.c_str(), flags));
-      if (!fd) {
-        if (errno == ELOOP) return changed_fault(name);  // replaced by a link meanwhile
-        return errno_fault(errno, Side::Source, fmt::format("opening {}", name));
-      }
-      struct stat before {};
-      if (::fstat(fd.get(), &before) != 0) {
-        return errno_fault(errno, Side::Source, fmt::format("reading {}", name));
-      }
-      if (!S_ISREG(before.st_mode) || before.st_ino != st.st_ino || before.st_dev != st.st_dev) {
-        return changed_fault(name);
-      }
-      take_metadata(v, before);
-      v.size = static_cast<std::uint64_t>(before.st_size);
-      const auto unchanged = [&]() -> Done {
-        if (hooks.after_content_read) hooks.after_content_read();
-        struct stat after {};
-        struct stat now {};
-        if (::fstat(fd.get(), &after) != 0 || !same_file_state(before, after)) {
-          return changed_fault(name);
-        }
-        if (::lstat(path.c_str(), &now) != 0 || now.st_ino != before.st_ino ||
-            now.st_dev != before.st_dev) {
-          return changed_fault(name);
-        }
-        return Ok{};
-      };
-      // Same size and metadata as the latest version: hash first, compress only if new.
-      bool known = false;
-      if (live != nullptr && live->is_file() && live->size == v.size &&
-          live->mtime_ns == v.mtime_ns && live->mode == v.mode && live->uid == v.uid &&
-          live->gid == v.gid) {
-        auto hashed = objects.hash(fd.get(), v.size, name);
-        if (!hashed) return hashed.fault();
-        if (auto same = unchanged(); !same) return same.fault();
-        if (hashed->sha256 == live->sha256 && objects.contains(live->sha256)) {
-          v.sha256 = hashed->sha256;
-          known = true;
-        } else if (::lseek(fd.get(), 0, SEEK_SET) != 0) {
-          return errno_fault(errno, Side::Source, fmt::format("reading {}", name));
-        }
-      }
-      if (!known) {
-        auto stored = objects.store(fd.get(), v.size, name);
-        if (!stored) return stored.fault();
-        if (auto same = unchanged(); !same) return same.fault();
-        v.sha256 = stored->sha256;
-        object_bytes = stored->bytes_added;
-      }
-    }
-  } else if (S_ISLNK(st.st_mode)) {
-    std::string target(st.st_size > 0 ? static_cast<std::size_t>(st.st_size) + 1 : PATH_MAX, '\0');
-    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-    if (n < 0) {
-      if (errno == EINVAL) return changed_fault(name);  // no longer a link
-      return errno_fault(errno, Side::Source, fmt::format("reading link {}", name));
-    }
-    if (static_cast<std::size_t>(n) >= target.size()) return changed_fault(name);
-    target.resize(static_cast<std::size_t>(n));
-    v.link_target = std::move(target);
-    v.size = v.link_target.size();
-    if (op == Op::Stat &&
-        !(live != nullptr && live->is_symlink() && live->link_target == v.link_target)) {
-      v.op = Op::Update;
-    }
-  } else if (S_ISDIR(st.st_mode)) {
-    v.size = 0;  // a directory version records its own metadata, not its entries
-  } else {
-    return permanent(fmt::format("not a regular file, symlink or directory ({}): {}",
-                                 type_name(st.st_mode), name));
-  }
-  auto recorded = record(path, std::move(v));
-  if (!recorded) return recorded.fault();
-  return object_bytes + *recorded;
-}
-
 Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir) const {
   std::vector<std::string> paths;
   if (!path_exists(node_of(dir) + ".path") && !path_exists(node_of(dir) + ".history")) return paths;
@@ -351,117 +214,6 @@ Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir)
   }
   std::sort(paths.begin(), paths.end());
   return paths;
-}
-
-Expected<std::uint64_t> Store::Impl::remove(std::string_view raw) {
-  auto normalized = normalize_path(raw);
-  if (!normalized) return permanent(normalized.error());
-  auto paths = paths_within(*normalized);
-  if (!paths) return retry("archive: " + paths.error());
-  std::uint64_t bytes = 0;
-  for (const auto& path : *paths) {
-    if (cancelled()) return retry("cancelled");
-    auto lock = lock_node(path);
-    if (!lock) return lock.fault();
-    auto history = load_history(path);
-    if (!history) return history.fault();
-    if (history->live() == nullptr) continue;  // never archived, or already gone
-    Version tombstone;
-    tombstone.op = Op::Delete;
-    append_version(*history, std::move(tombstone));
-    auto saved = save_history(*history);
-    if (!saved) return saved.fault();
-    bytes += *saved;
-  }
-  return bytes;
-}
-
-Expected<Store::Impl::MoveStep> Store::Impl::move_one(const std::string& from,
-                                                      const std::string& to, std::uint64_t& bytes) {
-  // A look without the lock first, so nothing is created for paths with nothing to move.
-  {
-    auto peek = load_history(from);
-    if (!peek) return peek.fault();
-    if (peek->live() == nullptr) {
-      const Version* last = peek->latest();
-      if (last != nullptr && last->op == Op::Move && last->moved_to == to)
-        return MoveStep::AlreadyMoved;
-      return MoveStep::NothingToMove;
-    }
-  }
-  auto node_bytes = ensure_node(to, true);
-  if (!node_bytes) return node_bytes.fault();
-  bytes += *node_bytes;
-  // Both locks, in key order so two movers cannot deadlock.
-  const bool from_first = key_of(from) < key_of(to);
-  auto first = lock_node(from_first ? from : to);
-  if (!first) return first.fault();
-  auto second = lock_node(from_first ? to : from);
-  if (!second) return second.fault();
-
-  auto source = load_history(from);
-  if (!source) return source.fault();
-  const Version* live = source->live();
-  if (live == nullptr) {
-    const Version* last = source->latest();
-    if (last != nullptr && last->op == Op::Move && last->moved_to == to)
-      return MoveStep::AlreadyMoved;
-    return MoveStep::NothingToMove;
-  }
-  auto target = load_history(to);
-  if (!target) return target.fault();
-
-  Version arrived = *live;
-  arrived.op = Op::Move;
-  arrived.moved_from = from;
-  arrived.moved_to.clear();
-  const Version* target_last = target->latest();
-  const bool done_before = target_last != nullptr && target_last->op == Op::Move &&
-                           target_last->moved_from == from && same_state(*target_last, *live);
-  if (!done_before) {
-    if (target->versions.empty()) {
-      target->versions = source->versions;  // the history follows the file
-    }
-    append_version(*target, std::move(arrived));
-    auto saved = save_history(*target);
-    if (!saved) return saved.fault();
-    bytes += *saved;
-  }
-  Version left;
-  left.op = Op::Move;
-  left.moved_to = to;
-  append_version(*source, std::move(left));
-  auto saved = save_history(*source);
-  if (!saved) return saved.fault();
-  bytes += *saved;
-  return MoveStep::Moved;
-}
-
-Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string_view raw_to) {
-  auto from = normalize_path(raw_from);
-  if (!from) return permanent(from.error());
-  auto to = normalize_path(raw_to);
-  if (!to) return permanent(fmt::format("destination: {}", to.error()));
-  if (*from == *to) return std::uint64_t{0};
-  if (is_within(*to, *from)) {
-    return permanent(fmt::format("cannot move {} into itself ({})", shown(*from), shown(*to)));
-  }
-  auto paths = paths_within(*from);
-  if (!paths) return retry("archive: " + paths.error());
-  std::uint64_t bytes = 0;
-  bool anything = false;
-  for (const auto& path : *paths) {
-    if (cancelled()) return retry("cancelled");
-    const std::string dest = *to + path.substr(from->size() == 1 ? 0 : from->size());
-    auto step = move_one(path, dest, bytes);
-    if (!step) return step.fault();
-    anything = anything || *step != MoveStep::NothingToMove;
-  }
-  if (anything) return bytes;
-  // Nothing archived under the old name: archive the file under its new name instead.
-  auto archived = archive(*to, Op::Update);
-  if (!archived) return archived.fault();
-  return bytes + *archived;
 }
 
 Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks hooks,
@@ -516,13 +268,13 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
 }
 
 ArchiveResult Store::update(std::string_view path) {
-  return to_archive_result(impl_->archive(path, Op::Update));
+  return to_archive_result(impl_->reconcile(path, Op::Update));
 }
 ArchiveResult Store::stat(std::string_view path) {
-  return to_archive_result(impl_->archive(path, Op::Stat));
+  return to_archive_result(impl_->reconcile(path, Op::Stat));
 }
 ArchiveResult Store::remove(std::string_view path) {
-  return to_archive_result(impl_->remove(path));
+  return to_archive_result(impl_->reconcile(path, Op::Delete));
 }
 ArchiveResult Store::move(std::string_view from, std::string_view to) {
   return to_archive_result(impl_->move(from, to));

@@ -27,6 +27,8 @@ struct Version {
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::int64_t mtime_ns = 0;
+  std::uint64_t dev = 0;    // st_dev and st_ino of what was archived (0: not recorded, as
+  std::uint64_t ino = 0;    // in tombstones and in versions written before they were)
   std::string link_target;  // symlinks only
   std::string moved_from;   // a MOVE version at the new path: the old path
   std::string moved_to;     // a MOVE tombstone at the old path: the new path
@@ -115,7 +117,11 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  // The four operations of the line protocol. Paths are raw, absolute.
+  // The four requests of the line protocol. Paths are raw, absolute. None is replayed as
+  // an edit: each makes the archive's latest state of its path (and of what is archived
+  // beneath it) equal to the disk now; the op only hints at what changed (DESIGN.md,
+  // "Convergence"). STAT takes the latest content over when size and mtime are unchanged;
+  // MOVE lets the history follow the file when the disk confirms the rename.
   ArchiveResult update(std::string_view path);
   ArchiveResult stat(std::string_view path);
   ArchiveResult remove(std::string_view path);  // DELETE

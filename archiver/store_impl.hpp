@@ -12,6 +12,7 @@
 #include "archiver/disk.hpp"
 #include "archiver/history.hpp"
 #include "archiver/objects.hpp"
+#include "archiver/source.hpp"
 #include "archiver/store.hpp"
 
 namespace tw::archive {
@@ -19,16 +20,22 @@ namespace tw::archive {
 // The text of <root>/FORMAT.
 inline constexpr std::string_view kFormatLine = "timewarp-archive 1\n";
 
-// An exclusive flock on one path's lock file, released on destruction.
+// An exclusive flock on one path's lock file (<key>.lock), released on destruction. The
+// lock is what keeps two requests for one path from interleaving their look at the disk
+// and their commit (DESIGN.md, "Convergence").
 class NodeLock {
  public:
   NodeLock() = default;
-  explicit NodeLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  NodeLock(UniqueFd fd, std::string file) : fd_(std::move(fd)), file_(std::move(file)) {}
   NodeLock(NodeLock&&) = default;
   NodeLock& operator=(NodeLock&&) = default;
+  // Removes the lock file (still holding the lock) when the node holds nothing else, so
+  // looks at paths that were never archived leave no file behind.
+  void drop_if_unused(const std::string& node_base);
 
  private:
   UniqueFd fd_;  // closing it releases the lock
+  std::string file_;
 };
 
 struct Store::Impl {
@@ -68,13 +75,41 @@ struct Store::Impl {
   // `dir` and every archived path beneath it (nodes only; sorted). Empty when unknown.
   Result<std::vector<std::string>> paths_within(std::string_view dir) const;
 
-  // Operations.
-  Expected<std::uint64_t> archive(std::string_view raw, Op op);
-  Expected<std::uint64_t> record(const std::string& path, Version version);
-  Expected<std::uint64_t> remove(std::string_view raw);
+  // --- Requests: every one reconciles (reconcile.cpp; DESIGN.md, "Convergence") ---
+  // How a path turned out after its look and commit.
+  enum class Found { Absent, Directory, Other };
+  struct Committed {
+    std::uint64_t bytes = 0;
+    Found found = Found::Absent;
+    std::optional<Fault> refused;  // present but not archivable (fifo, socket, device)
+  };
+  // UPDATE, STAT, DELETE: the archive's latest state of `path`, and of what it holds
+  // beneath it, made equal to the disk.
+  Expected<std::uint64_t> reconcile(std::string_view raw, Op hint);
+  Expected<std::uint64_t> reconcile_path(const std::string& path, Op hint);
+  // MOVE: as reconcile for both names, with the history following the file where the
+  // disk confirms the rename.
   Expected<std::uint64_t> move(std::string_view raw_from, std::string_view raw_to);
-  enum class MoveStep { Moved, AlreadyMoved, NothingToMove };
-  Expected<MoveStep> move_one(const std::string& from, const std::string& to, std::uint64_t& bytes);
+  // Looks at `path` and commits what it sees, under its lock; nothing beneath it.
+  Expected<Committed> settle(const std::string& path, Op hint);
+  // The commit step for a look made under the path's lock: a version of what is there, a
+  // tombstone, or nothing when the latest version already says so. `follow` is the live
+  // version of the name a confirmed MOVE came from.
+  Expected<Committed> commit_look(const std::string& path, History& history,
+                                  const SourceLook& look, Op hint, const Version* follow,
+                                  const std::string& follow_from);
+  // A version of what `look` found (content read and stored when new).
+  Expected<Version> observe(const std::string& path, const SourceLook& look, Op hint,
+                            const Version* live, const Version* follow,
+                            std::uint64_t& object_bytes);
+  // One MOVE step: old name `p` and new name `q` looked at under both locks; the history
+  // follows when the disk confirms the rename, else both are reconciled. Reports `q`.
+  Expected<Committed> move_step(const std::string& p, const std::string& q);
+  // Tombstones (after a fresh look each) every archived path strictly beneath `path`.
+  Expected<std::uint64_t> settle_beneath(const std::string& path);
+  // Archived direct children of directory `path` that the disk no longer holds.
+  Expected<std::uint64_t> prune_children(const std::string& path);
+  Expected<std::uint64_t> append_and_save(History& history, Version version);
 };
 
 ArchiveResult to_archive_result(const Expected<std::uint64_t>& result);

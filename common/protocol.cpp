@@ -61,6 +61,11 @@ std::optional<Op> parse_op(std::string_view text) {
   return std::nullopt;
 }
 
+std::int64_t request_id_of(std::string_view line) {
+  const auto id = parse_int<std::int64_t>(line.substr(0, line.find('\t')));
+  return id && *id > 0 ? *id : kUnknownRequestId;
+}
+
 std::variant<Request, RequestParseError> parse_request(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   const auto fields = split_tabs(line);

@@ -38,6 +38,9 @@ struct RequestParseError {
 // and carries the id when one could be read, so the archiver can answer FAILED PERMANENT.
 std::variant<Request, RequestParseError> parse_request(std::string_view line);
 std::string format_request(const Request& request);  // no trailing newline
+// Only the id at the start of a request line (kUnknownRequestId when it cannot be read):
+// how a line that must not be run, such as one cut short, is answered.
+std::int64_t request_id_of(std::string_view line);
 
 enum class Outcome { Complete, FailedRetry, FailedPermanent };
 

@@ -176,19 +176,40 @@ TEST_F(ArchiverProtocolTest, BadRequestsGetPermanentFailuresAndNeverACrash) {
   EXPECT_EQ(archiver.wait(), 0);
 }
 
-TEST_F(ArchiverProtocolTest, VanishedAndSpecialFiles) {
+TEST_F(ArchiverProtocolTest, AnOverlongLineRunsNothing) {
+  // A directory whose path fills the line's first 64 bytes exactly, archived with a file.
+  const std::string prefix = "9\tDELETE\t";
+  std::string dir = dir_ / "d";
+  ASSERT_LT(prefix.size() + dir.size(), 63u) << "temporary directory path too long";
+  dir += "/" + std::string(64 - prefix.size() - dir.size() - 1, 'p');
+  ASSERT_EQ(prefix.size() + dir.size(), 64u);
+  write_file(dir + "/x", "keep me");
   ArchiverProcess archiver(options());
-  for (const char* op : {"UPDATE", "STAT"}) {
-    auto f = expect_answer(archiver.request(line(1, op, dir_ / "gone")), "1", "FAILED PERMANENT");
-    if (f.size() == 4) {
-      EXPECT_EQ(f[3].rfind("vanished:", 0), 0u) << f[3];
-    }
-  }
-  auto f = expect_answer(archiver.request(line(2, "UPDATE", dir_ / "no/such/dir/file")), "2",
+  expect_answer(archiver.request(line(1, "UPDATE", dir)), "1", "COMPLETE ");
+  expect_answer(archiver.request(line(2, "UPDATE", dir + "/x")), "2", "COMPLETE ");
+  std::filesystem::remove_all(dir);  // only a request naming `dir` would tombstone it now
+  // A request for a path beneath it, over 1 MiB long: refused whole, nothing run.
+  auto f = expect_answer(archiver.request(prefix + dir + "/" + std::string(2 << 20, 'q')), "9",
                          "FAILED PERMANENT");
   if (f.size() == 4) {
-    EXPECT_EQ(f[3].rfind("vanished:", 0), 0u) << f[3];
+    EXPECT_NE(f[3].find("longer than"), std::string::npos) << f[3];
   }
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->versions(dir)->size(), 1u) << "the line's first 64 bytes were run";
+  EXPECT_EQ(store->versions(dir + "/x")->size(), 1u) << "the line's first 64 bytes were run";
+}
+
+TEST_F(ArchiverProtocolTest, AbsentPathsAndSpecialFiles) {
+  ArchiverProcess archiver(options());
+  // A path that does not exist is reconciled like any other: nothing archived, COMPLETE.
+  for (const char* op : {"UPDATE", "STAT"}) {
+    expect_answer(archiver.request(line(1, op, dir_ / "gone")), "1", "COMPLETE ");
+  }
+  expect_answer(archiver.request(line(2, "UPDATE", dir_ / "no/such/dir/file")), "2", "COMPLETE ");
+  std::vector<std::string> f;
   const std::string fifo = dir_ / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   expect_answer(archiver.request(line(3, "UPDATE", fifo)), "3", "FAILED PERMANENT");

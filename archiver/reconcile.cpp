@@ -1,0 +1,379 @@
+// The requests of the line protocol. None is applied as a blind edit: each one makes the
+// archive's latest state of its path, and of what is archived beneath it, equal to what
+// the disk holds now (DESIGN.md, "Convergence"; FORMAT.md, "Operations").
+//
+// Locking: a path's look at the disk and its commit happen under that path's lock, so a
+// stale observation never lands over a newer one. A thread holds one lock at a time, or
+// the two of a MOVE step (taken in key order), and never takes a lock while holding
+// another otherwise, so two archivers cannot deadlock whatever their requests say.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <memory>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "archiver/paths.hpp"
+#include "archiver/sha256.hpp"
+#include "archiver/store_impl.hpp"
+#include "archiver/timefmt.hpp"
+#include "common/paths.hpp"
+
+namespace tw::archive {
+namespace {
+
+// How often a request looks again when the file changed while it was being read, before
+// it answers FAILED RETRY.
+constexpr int kLooks = 3;
+
+const char* type_name(mode_t mode) {
+  if (S_ISFIFO(mode)) return "fifo";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  return "unknown type";
+}
+
+void take_metadata(Version& v, const struct stat& st) {
+  v.mode = st.st_mode;
+  v.uid = st.st_uid;
+  v.gid = st.st_gid;
+  v.mtime_ns = mtime_ns_of(st);
+  v.dev = static_cast<std::uint64_t>(st.st_dev);
+  v.ino = static_cast<std::uint64_t>(st.st_ino);
+}
+
+Fault changed_fault(const std::string& name) {
+  Fault fault = retry(fmt::format("changed while being read: {}", name));
+  fault.changed = true;
+  return fault;
+}
+
+// `path` at or beneath `from`, rewritten to lie at or beneath `to`.
+std::string rebase(const std::string& path, const std::string& from, const std::string& to) {
+  return to + path.substr(from == "/" ? 0 : from.size());
+}
+
+}  // namespace
+
+Expected<std::uint64_t> Store::Impl::append_and_save(History& history, Version v) {
+  const Version* last = history.latest();
+  v.number = last != nullptr ? last->number + 1 : 1;
+  // Archive times never decrease along a history (a clock stepping back is clamped).
+  v.archived_at_ns = std::max(now_ns(), last != nullptr ? last->archived_at_ns : INT64_MIN);
+  history.versions.push_back(std::move(v));
+  return save_history(history);
+}
+
+Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook& look, Op hint,
+                                       const Version* live, const Version* follow,
+                                       std::uint64_t& object_bytes) {
+  const std::string name = shown(path);
+  Version v;
+  v.op = Op::Update;
+  take_metadata(v, look.st);
+  if (look.is_directory()) {
+    v.size = 0;  // a directory version records its own metadata, not its entries
+    if (live != nullptr && live->is_directory()) v.op = Op::Stat;
+    return v;
+  }
+  if (look.is_symlink()) {
+    auto target = read_looked_link(look, name);
+    if (!target) return target.fault();
+    v.link_target = std::move(*target);
+    v.size = v.link_target.size();
+    if (live != nullptr && live->is_symlink() && live->link_target == v.link_target) v.op = Op::Stat;
+    return v;
+  }
+  v.size = static_cast<std::uint64_t>(look.st.st_size);
+  // Content that may be taken over without reading the file: the version a confirmed
+  // rename came from, or for a STAT the name's own latest one, when size and mtime match.
+  const Version* reuse = follow != nullptr ? follow : hint == Op::Stat ? live : nullptr;
+  if (reuse != nullptr && reuse->is_file() && reuse->size == v.size &&
+      reuse->mtime_ns == v.mtime_ns && objects.contains(reuse->sha256)) {
+    v.sha256 = reuse->sha256;
+    v.op = Op::Stat;
+    return v;
+  }
+  UniqueFd fd = open_looked(look, false);
+  if (!fd) {
+    const int err = errno;
+    if (err == ENOENT || err == ELOOP || err == ENOTDIR) return changed_fault(name);
+    return errno_fault(err, Side::Source, fmt::format("opening {}", name));
+  }
+  struct stat before {};
+  if (::fstat(fd.get(), &before) != 0) {
+    return errno_fault(errno, Side::Source, fmt::format("reading {}", name));
+  }
+  if (!S_ISREG(before.st_mode) || before.st_ino != look.st.st_ino ||
+      before.st_dev != look.st.st_dev) {
+    return changed_fault(name);
+  }
+  take_metadata(v, before);
+  v.size = static_cast<std::uint64_t>(before.st_size);
+  // The file must be the same, unchanged, at the same name after the read.
+  const auto unchanged = [&]() -> Done {
+    if (hooks.after_content_read) hooks.after_content_read();
+    struct stat after {};
+    if (::fstat(fd.get(), &after) != 0 || !same_file_state(before, after)) {
+      return changed_fault(name);
+    }
+    auto again = look_at(path);
+    if (!again) return again.fault();
+    if (!again->present || again->st.st_ino != before.st_ino ||
+        again->st.st_dev != before.st_dev) {
+      return changed_fault(name);
+    }
+    return Ok{};
+  };
+  // Same size and metadata as the latest version: hash first, compress only if new.
+  if (live != nullptr && live->is_file() && live->size == v.size && live->mtime_ns == v.mtime_ns &&
+      live->mode == v.mode && live->uid == v.uid && live->gid == v.gid) {
+    auto hashed = objects.hash(fd.get(), v.size, name);
+    if (!hashed) return hashed.fault();
+    if (auto same = unchanged(); !same) return same.fault();
+    if (hashed->sha256 == live->sha256 && objects.contains(live->sha256)) {
+      v.sha256 = hashed->sha256;
+      return v;
+    }
+    if (::lseek(fd.get(), 0, SEEK_SET) != 0) {
+      return errno_fault(errno, Side::Source, fmt::format("reading {}", name));
+    }
+  }
+  auto stored = objects.store(fd.get(), v.size, name);
+  if (!stored) return stored.fault();
+  if (auto same = unchanged(); !same) return same.fault();
+  v.sha256 = stored->sha256;
+  object_bytes += stored->bytes_added;
+  return v;
+}
+
+Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& path,
+                                                          History& history,
+                                                          const SourceLook& look, Op hint,
+                                                          const Version* follow,
+                                                          const std::string& follow_from) {
+  Committed out;
+  const Version* live = history.live();
+  if (!look.archivable()) {
+    out.found = look.present ? Found::Other : Found::Absent;
+    if (look.present) {
+      out.refused = permanent(fmt::format("not a regular file, symlink or directory ({}): {}",
+                                          type_name(look.st.st_mode), shown(path)));
+    }
+    if (live == nullptr) return out;  // never archived, or gone already
+    Version tombstone;
+    tombstone.op = Op::Delete;
+    auto saved = append_and_save(history, std::move(tombstone));
+    if (!saved) return saved.fault();
+    out.bytes += *saved;
+    return out;
+  }
+  out.found = look.is_directory() ? Found::Directory : Found::Other;
+  auto version = observe(path, look, hint, live, follow, out.bytes);
+  if (!version) return version.fault();
+  if (follow != nullptr) {
+    version->op = Op::Move;
+    version->moved_from = follow_from;
+  }
+  if (live != nullptr && same_state(*live, *version)) return out;  // nothing new to store
+  auto node = ensure_node(path, true);
+  if (!node) return node.fault();
+  out.bytes += *node;
+  auto saved = append_and_save(history, std::move(*version));
+  if (!saved) return saved.fault();
+  out.bytes += *saved;
+  return out;
+}
+
+Expected<Store::Impl::Committed> Store::Impl::settle(const std::string& path, Op hint) {
+  auto lock = lock_node(path);
+  if (!lock) return lock.fault();
+  for (int attempt = 1;; ++attempt) {
+    auto look = look_at(path);
+    if (!look) return look.fault();
+    auto history = load_history(path);
+    if (!history) return history.fault();
+    auto done = commit_look(path, *history, *look, hint, nullptr, {});
+    if (!done && done.fault().changed && attempt < kLooks && !cancelled()) continue;
+    lock->drop_if_unused(node_of(path));
+    return done;
+  }
+}
+
+Expected<std::uint64_t> Store::Impl::settle_beneath(const std::string& path) {
+  // Cheap when nothing was ever archived beneath the path.
+  if (!path_exists(node_of(path) + ".children")) return std::uint64_t{0};
+  auto paths = paths_within(path);
+  if (!paths) return retry("archive: " + paths.error());
+  std::uint64_t bytes = 0;
+  for (const auto& p : *paths) {
+    if (p == path) continue;
+    if (cancelled()) return retry("cancelled");
+    auto done = settle(p, Op::Delete);
+    if (!done) return done.fault();
+    bytes += done->bytes;
+  }
+  return bytes;
+}
+
+Expected<std::uint64_t> Store::Impl::prune_children(const std::string& path) {
+  const std::string markers = node_of(path) + ".children";
+  if (!path_exists(markers)) return std::uint64_t{0};
+  auto look = look_at(path);
+  if (!look) return look.fault();
+  // No longer a directory: the request that follows this change settles what it held.
+  if (!look->is_directory()) return std::uint64_t{0};
+  auto names = list_looked(*look, shown(path));
+  if (!names) return names.fault();
+  std::unordered_set<std::string> on_disk;
+  for (const auto& name : *names) on_disk.insert(key_of(join_path(path, name)));
+  std::vector<std::string> gone;
+  {
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(markers.c_str()), ::closedir);
+    if (!d) {
+      if (errno == ENOENT) return std::uint64_t{0};
+      return errno_fault(errno, Side::Archive, fmt::format("listing {}", shown(markers)));
+    }
+    while (const dirent* entry = ::readdir(d.get())) {
+      const std::string key = entry->d_name;
+      if (!is_sha256_hex(key) || on_disk.count(key) > 0) continue;
+      auto child = path_of_key(key);
+      if (child && parent_path(*child) == path && *child != path) gone.push_back(std::move(*child));
+    }
+  }
+  std::sort(gone.begin(), gone.end());
+  std::uint64_t bytes = 0;
+  for (const auto& child : gone) {
+    if (cancelled()) return retry("cancelled");
+    auto done = reconcile_path(child, Op::Delete);
+    if (!done) return done.fault();
+    bytes += *done;
+  }
+  return bytes;
+}
+
+Expected<std::uint64_t> Store::Impl::reconcile_path(const std::string& path, Op hint) {
+  auto done = settle(path, hint);
+  if (!done) return done.fault();
+  std::uint64_t bytes = done->bytes;
+  auto structure =
+      done->found == Found::Directory ? prune_children(path) : settle_beneath(path);
+  if (!structure) return structure.fault();
+  bytes += *structure;
+  if (done->refused) return *done->refused;
+  return bytes;
+}
+
+Expected<std::uint64_t> Store::Impl::reconcile(std::string_view raw, Op hint) {
+  auto path = normalize_path(raw);
+  if (!path) return permanent(path.error());
+  return reconcile_path(*path, hint);
+}
+
+Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string_view raw_to) {
+  auto from = normalize_path(raw_from);
+  if (!from) return permanent(from.error());
+  auto to = normalize_path(raw_to);
+  if (!to) return permanent(fmt::format("destination: {}", to.error()));
+  // Nothing to follow (or a rename no filesystem allows): both names reconciled.
+  const auto both = [&]() -> Expected<std::uint64_t> {
+    auto a = reconcile_path(*from, Op::Update);
+    if (!a) return a.fault();
+    if (*from == *to) return a;
+    auto b = reconcile_path(*to, Op::Update);
+    if (!b) return b.fault();
+    return *a + *b;
+  };
+  if (*from == *to || is_within(*to, *from) || is_within(*from, *to)) return both();
+  auto paths = paths_within(*from);
+  if (!paths) return retry("archive: " + paths.error());
+  if (paths->empty()) return both();
+
+  std::uint64_t bytes = 0;
+  std::vector<std::pair<std::string, Found>> arrived;
+  std::optional<Fault> refused;
+  for (const auto& p : *paths) {
+    if (cancelled()) return retry("cancelled");
+    const std::string q = rebase(p, *from, *to);
+    auto step = move_step(p, q);
+    if (!step) return step.fault();
+    bytes += step->bytes;
+    if (step->refused && !refused) refused = step->refused;
+    arrived.emplace_back(q, step->found);
+  }
+  // What the new name held before the rename and holds no more.
+  if (arrived.front().second != Found::Directory) {
+    auto beneath = settle_beneath(*to);
+    if (!beneath) return beneath.fault();
+    bytes += *beneath;
+  } else {
+    for (const auto& [q, found] : arrived) {
+      if (cancelled()) return retry("cancelled");
+      auto done = found == Found::Directory ? prune_children(q) : settle_beneath(q);
+      if (!done) return done.fault();
+      bytes += *done;
+    }
+  }
+  if (refused) return *refused;
+  return bytes;
+}
+
+Expected<Store::Impl::Committed> Store::Impl::move_step(const std::string& p, const std::string& q) {
+  // Both locks, in key order so two movers cannot deadlock.
+  const bool p_first = key_of(p) < key_of(q);
+  auto first = lock_node(p_first ? p : q);
+  if (!first) return first.fault();
+  auto second = lock_node(p_first ? q : p);
+  if (!second) return second.fault();
+  NodeLock& p_lock = p_first ? *first : *second;
+  NodeLock& q_lock = p_first ? *second : *first;
+  for (int attempt = 1;; ++attempt) {
+    auto look_p = look_at(p);
+    if (!look_p) return look_p.fault();
+    auto look_q = look_at(q);
+    if (!look_q) return look_q.fault();
+    auto hp = load_history(p);
+    if (!hp) return hp.fault();
+    auto hq = load_history(q);
+    if (!hq) return hq.fault();
+    const Version* lp = hp->live();
+    // The history follows the file only when the new name holds the very file archived
+    // under the old one (same device and inode) and the old name no longer exists.
+    const bool follow = lp != nullptr && lp->ino != 0 && !look_p->present && look_q->present &&
+                        lp->dev == static_cast<std::uint64_t>(look_q->st.st_dev) &&
+                        lp->ino == static_cast<std::uint64_t>(look_q->st.st_ino) &&
+                        (lp->mode & S_IFMT) == (look_q->st.st_mode & S_IFMT);
+    Expected<Committed> done = Committed{};
+    if (follow) {
+      const Version source = *lp;
+      done = commit_look(q, *hq, *look_q, Op::Update, &source, p);
+      if (done) {
+        Version left;
+        left.op = Op::Move;
+        left.moved_to = q;
+        auto saved = append_and_save(*hp, std::move(left));
+        if (!saved) return saved.fault();
+        done->bytes += *saved;
+      }
+    } else {
+      auto old_name = commit_look(p, *hp, *look_p, Op::Update, nullptr, {});
+      if (!old_name) {
+        done = old_name.fault();
+      } else {
+        done = commit_look(q, *hq, *look_q, Op::Update, nullptr, {});
+        if (done) done->bytes += old_name->bytes;
+      }
+    }
+    if (!done && done.fault().changed && attempt < kLooks && !cancelled()) continue;
+    p_lock.drop_if_unused(node_of(p));
+    q_lock.drop_if_unused(node_of(q));
+    return done;
+  }
+}
+
+}  // namespace tw::archive

@@ -1,0 +1,145 @@
+#include "archiver/source.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <memory>
+
+#include <fmt/format.h>
+
+namespace tw::archive {
+namespace {
+
+std::atomic<bool> g_no_openat2{false};
+
+bool absent_errno(int err) { return err == ENOENT || err == ENOTDIR || err == ELOOP; }
+
+// Opens directory `dir` (canonical, absolute) as O_PATH without following any symlink.
+// Returns the descriptor, or -errno.
+int open_dir_nofollow(const std::string& dir) {
+  if (!g_no_openat2.load(std::memory_order_relaxed)) {
+    struct open_how how {};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    const long fd = ::syscall(SYS_openat2, AT_FDCWD, dir.c_str(), &how, sizeof how);
+    if (fd >= 0) return static_cast<int>(fd);
+    // ENOSYS: an old kernel; EPERM: a seccomp filter that does not know the call.
+    if (errno != ENOSYS && errno != EPERM) return -errno;
+    g_no_openat2.store(true, std::memory_order_relaxed);
+  }
+  UniqueFd current(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!current) return -errno;
+  std::size_t start = 1;
+  while (start < dir.size()) {
+    std::size_t end = dir.find('/', start);
+    if (end == std::string::npos) end = dir.size();
+    const std::string component = dir.substr(start, end - start);
+    // O_DIRECTORY with O_NOFOLLOW fails with ENOTDIR on a symlink.
+    UniqueFd next(
+        ::openat(current.get(), component.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) return -errno;
+    current = std::move(next);
+    start = end + 1;
+  }
+  return current.release();
+}
+
+}  // namespace
+
+std::int64_t mtime_ns_of(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+bool same_file_state(const struct stat& a, const struct stat& b) {
+  const auto ns = [](const struct timespec& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  };
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_mode == b.st_mode &&
+         a.st_size == b.st_size && ns(a.st_mtim) == ns(b.st_mtim) &&
+         ns(a.st_ctim) == ns(b.st_ctim);
+}
+
+Expected<SourceLook> look_at(const std::string& path) {
+  SourceLook look;
+  std::string dir;
+  if (path == "/") {
+    dir = "/";
+    look.name = ".";
+  } else {
+    const auto slash = path.rfind('/');
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    look.name = path.substr(slash + 1);
+  }
+  const int fd = open_dir_nofollow(dir);
+  if (fd < 0) {
+    if (absent_errno(-fd)) return look;
+    return errno_fault(-fd, Side::Source, fmt::format("resolving {}", shown(dir)));
+  }
+  look.parent.reset(fd);
+  if (::fstatat(look.parent.get(), look.name.c_str(), &look.st, AT_SYMLINK_NOFOLLOW) != 0) {
+    const int err = errno;
+    look.parent.reset();
+    if (absent_errno(err)) return look;
+    return errno_fault(err, Side::Source, fmt::format("lstat {}", shown(path)));
+  }
+  look.present = true;
+  return look;
+}
+
+UniqueFd open_looked(const SourceLook& look, bool directory) {
+  if (directory) {
+    return UniqueFd(::openat(look.parent.get(), look.name.c_str(),
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+  const int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  UniqueFd fd(::openat(look.parent.get(), look.name.c_str(), flags | O_NOATIME));
+  if (!fd && errno == EPERM) fd.reset(::openat(look.parent.get(), look.name.c_str(), flags));
+  return fd;
+}
+
+Expected<std::vector<std::string>> list_looked(const SourceLook& look,
+                                               const std::string& shown_path) {
+  UniqueFd fd = open_looked(look, true);
+  if (!fd) {
+    if (absent_errno(errno)) return std::vector<std::string>{};  // gone meanwhile
+    return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path));
+  }
+  DIR* d = ::fdopendir(fd.get());
+  if (d == nullptr) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path));
+  fd.release();
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+    errno = 0;
+  }
+  if (errno != 0) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path));
+  return names;
+}
+
+Expected<std::string> read_looked_link(const SourceLook& look, const std::string& shown_path) {
+  const auto size = look.st.st_size > 0 ? static_cast<std::size_t>(look.st.st_size) + 1 : PATH_MAX;
+  std::string target(size, '\0');
+  const ssize_t n = ::readlinkat(look.parent.get(), look.name.c_str(), target.data(), target.size());
+  if (n < 0) {
+    if (errno == EINVAL || absent_errno(errno)) {
+      return retry(fmt::format("changed while being read: {}", shown_path));
+    }
+    return errno_fault(errno, Side::Source, fmt::format("reading link {}", shown_path));
+  }
+  if (static_cast<std::size_t>(n) >= target.size()) {
+    return retry(fmt::format("changed while being read: {}", shown_path));
+  }
+  target.resize(static_cast<std::size_t>(n));
+  return target;
+}
+
+}  // namespace tw::archive
