@@ -167,6 +167,15 @@ Done DiskWriter::make_marker(const std::string& path) {
   return sync_dir(dir_of(path));
 }
 
+Done DiskWriter::rename_unsynced(const std::string& from, const std::string& to) {
+  step("rename-marker");
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == ENOENT && path_exists(to)) return Ok{};  // finished by another writer
+    return errno_fault(errno, Side::Archive, fmt::format("renaming {}", shown(from)));
+  }
+  return Ok{};
+}
+
 Done DiskWriter::sync_dir(const std::string& dir) const {
   step("fsync-dir");
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

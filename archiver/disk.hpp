@@ -48,6 +48,9 @@ class DiskWriter {
   Done make_dir(const std::string& path);
   // Creates an empty file (a marker) if absent, and fsyncs its directory when it was new.
   Done make_marker(const std::string& path);
+  // Renames `from` to `to` in the same directory without syncing it (a marker finished:
+  // if a power cut loses the rename, the marker under its first name still counts).
+  Done rename_unsynced(const std::string& from, const std::string& to);
   Done sync_dir(const std::string& dir) const;
 
   // Removes temporary files left in <root>/tmp by processes that no longer run.

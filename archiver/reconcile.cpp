@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <climits>
 #include <memory>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -187,6 +186,7 @@ Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& pat
   auto saved = append_and_save(history, std::move(*version));
   if (!saved) return saved.fault();
   out.bytes += *saved;
+  if (auto linked = finish_link(path); !linked) return linked.fault();
   return out;
 }
 
@@ -222,33 +222,17 @@ Expected<std::uint64_t> Store::Impl::settle_beneath(const std::string& path) {
 }
 
 Expected<std::uint64_t> Store::Impl::prune_children(const std::string& path) {
-  const std::string markers = node_of(path) + ".children";
-  if (!path_exists(markers)) return std::uint64_t{0};
+  if (!path_exists(node_of(path) + ".children")) return std::uint64_t{0};
   auto look = look_at(path);
   if (!look) return look.fault();
   // No longer a directory: the request that follows this change settles what it held.
   if (!look->is_directory()) return std::uint64_t{0};
   auto names = list_looked(*look, shown(path));
   if (!names) return names.fault();
-  std::unordered_set<std::string> on_disk;
-  for (const auto& name : *names) on_disk.insert(key_of(join_path(path, name)));
-  std::vector<std::string> gone;
-  {
-    std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(markers.c_str()), ::closedir);
-    if (!d) {
-      if (errno == ENOENT) return std::uint64_t{0};
-      return errno_fault(errno, Side::Archive, fmt::format("listing {}", shown(markers)));
-    }
-    while (const dirent* entry = ::readdir(d.get())) {
-      const std::string key = entry->d_name;
-      if (!is_sha256_hex(key) || on_disk.count(key) > 0) continue;
-      auto child = path_of_key(key);
-      if (child && parent_path(*child) == path && *child != path) gone.push_back(std::move(*child));
-    }
-  }
-  std::sort(gone.begin(), gone.end());
+  auto gone = children_except(path, *names);
+  if (!gone) return retry("archive: " + gone.error());
   std::uint64_t bytes = 0;
-  for (const auto& child : gone) {
+  for (const auto& child : *gone) {
     if (cancelled()) return retry("cancelled");
     auto done = reconcile_path(child, Op::Delete);
     if (!done) return done.fault();

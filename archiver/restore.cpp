@@ -200,7 +200,8 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     if (options.which.at_ns) at_limit = *options.which.at_ns;
     own = pick(history->versions, at_limit);
   }
-  auto within = impl_->paths_within(path);
+  std::uint64_t unnamed = 0;  // archived entries whose node lost its name: damage
+  auto within = impl_->paths_within(path, &unnamed);
   if (!within) return Error{within.error()};
   const bool has_descendants = within->size() > 1;
 
@@ -231,6 +232,12 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   }
 
   RestoreReport report;
+  if (unnamed > 0) {
+    report.problems.push_back(fmt::format(
+        "{} archived entr{} beneath {} lost {} node and cannot be restored (timewarp verify "
+        "names the damage)",
+        unnamed, unnamed == 1 ? "y" : "ies", shown(path), unnamed == 1 ? "its" : "their"));
+  }
   Restorer restorer(impl_->objects, options, report);
   const std::string dest = options.destination.empty() ? path : options.destination;
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,7 @@
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
 #include "common/escape.hpp"
+#include "common/paths.hpp"
 
 namespace tw::archive {
 ArchiveResult to_archive_result(const Expected<std::uint64_t>& result) {
@@ -112,17 +114,19 @@ Expected<std::uint64_t> Store::Impl::save_history(const History& history) {
   return disk.write_file(history_file(history.path), serialize_history(history));
 }
 
+std::string Store::Impl::marker_of(std::string_view path) const {
+  return node_of(parent_path(path)) + ".children/" + key_of(path);
+}
+
 Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool leaf) {
   const std::string base = node_of(path);
   const bool is_root = path == "/";
-  const std::string parent = parent_path(path);
-  const std::string marker =
-      is_root ? std::string() : node_of(parent) + ".children/" + key_of(path);
   const bool named = path_exists(base + ".history") || path_exists(base + ".path");
+  const std::string marker = is_root ? std::string() : marker_of(path);
   if ((named || leaf) && (is_root || path_exists(marker))) return std::uint64_t{0};
   std::uint64_t bytes = 0;
   if (!is_root) {
-    auto up = ensure_node(parent, false);
+    auto up = ensure_node(parent_path(path), false);
     if (!up) return up.fault();
     bytes += *up;
   }
@@ -130,19 +134,32 @@ Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool lea
   if (!path_exists(bucket)) {
     if (auto made = disk.make_dir(bucket); !made) return made.fault();
   }
+  if (!is_root && !path_exists(marker)) {
+    const std::string children = dir_of(marker);
+    if (!path_exists(children)) {
+      if (auto made = disk.make_dir(children); !made) return made.fault();
+    }
+    if (auto made = disk.make_marker(marker + std::string(kPendingSuffix)); !made) {
+      return made.fault();
+    }
+  }
   if (!leaf && !named) {
     auto written = disk.write_file(base + ".path", path);
     if (!written) return written.fault();
     bytes += *written;
   }
-  if (!is_root) {
-    const std::string children = node_of(parent) + ".children";
-    if (!path_exists(children)) {
-      if (auto made = disk.make_dir(children); !made) return made.fault();
-    }
-    if (auto made = disk.make_marker(marker); !made) return made.fault();
+  if (!leaf) {
+    if (auto linked = finish_link(path); !linked) return linked.fault();
   }
   return bytes;
+}
+
+Done Store::Impl::finish_link(std::string_view path) {
+  if (path == "/") return Ok{};
+  const std::string marker = marker_of(path);
+  const std::string pending = marker + std::string(kPendingSuffix);
+  if (!path_exists(pending)) return Ok{};
+  return disk.rename_unsynced(pending, marker);
 }
 
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
@@ -179,7 +196,35 @@ void NodeLock::drop_if_unused(const std::string& node_base) {
   ::unlink(file_.c_str());
 }
 
-Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path) const {
+Result<std::vector<std::string>> Store::Impl::children_except(
+    std::string_view path, const std::vector<std::string>& except) const {
+  std::vector<std::string> children;
+  const std::string dir = node_of(path) + ".children";
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) {
+    if (errno == ENOENT) return children;
+    return Error{fmt::format("cannot list {}: {}", dir, std::strerror(errno))};
+  }
+  std::unordered_set<std::string> skip;
+  for (const auto& name : except) skip.insert(key_of(join_path(path, name)));
+  while (const dirent* entry = ::readdir(d.get())) {
+    std::string_view key = entry->d_name;
+    if (key.size() > kPendingSuffix.size() &&
+        key.substr(key.size() - kPendingSuffix.size()) == kPendingSuffix) {
+      key.remove_suffix(kPendingSuffix.size());
+    }
+    if (!is_sha256_hex(key) || skip.count(std::string(key)) > 0) continue;
+    auto child = path_of_key(key);
+    // A child always lies directly beneath its parent; anything else is damage.
+    if (child && parent_path(*child) == path && *child != path) children.push_back(std::move(*child));
+  }
+  std::sort(children.begin(), children.end());
+  children.erase(std::unique(children.begin(), children.end()), children.end());
+  return children;
+}
+
+Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path,
+                                                         std::uint64_t* unnamed) const {
   std::vector<std::string> children;
   const std::string dir = node_of(path) + ".children";
   DIR* d = ::opendir(dir.c_str());
@@ -188,23 +233,37 @@ Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path)
     return Error{fmt::format("cannot list {}: {}", dir, std::strerror(errno))};
   }
   std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+  std::vector<std::string> keys;
   while (const dirent* entry = ::readdir(d)) {
-    const std::string_view key = entry->d_name;
-    if (!is_sha256_hex(key)) continue;
-    // A marker whose node has no name yet was left by an interrupted first archiving.
-    if (auto child = path_of_key(key)) children.push_back(std::move(*child));
+    std::string_view name = entry->d_name;
+    const bool pending = name.size() > kPendingSuffix.size() &&
+                         name.substr(name.size() - kPendingSuffix.size()) == kPendingSuffix;
+    if (pending) name.remove_suffix(kPendingSuffix.size());
+    if (!is_sha256_hex(name)) continue;
+    auto child = path_of_key(name);
+    // A pending marker whose node has no name yet was left by an interrupted first
+    // archiving; a finished one means the node's name was lost.
+    if (!child) {
+      if (!pending && unnamed != nullptr) ++*unnamed;
+      continue;
+    }
+    children.push_back(std::move(*child));
   }
+  // A power cut may leave a node with both markers: list it once.
+  std::sort(children.begin(), children.end());
+  children.erase(std::unique(children.begin(), children.end()), children.end());
   return children;
 }
 
-Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir) const {
+Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir,
+                                                          std::uint64_t* unnamed) const {
   std::vector<std::string> paths;
   if (!path_exists(node_of(dir) + ".path") && !path_exists(node_of(dir) + ".history")) return paths;
   std::deque<std::string> pending{std::string(dir)};
   while (!pending.empty()) {
     std::string path = std::move(pending.front());
     pending.pop_front();
-    auto children = child_paths(path);
+    auto children = child_paths(path, unnamed);
     if (!children) return Error{children.error()};
     for (auto& child : *children) {
       // A child always lies directly beneath its parent; anything else is damage.
@@ -292,6 +351,13 @@ Result<std::vector<std::string>> Store::paths_within(std::string_view raw) const
   auto path = normalize_path(raw);
   if (!path) return Error{path.error()};
   return impl_->paths_within(*path);
+}
+
+Result<std::vector<std::string>> Store::children(std::string_view raw,
+                                                 const std::vector<std::string>& except) const {
+  auto path = normalize_path(raw);
+  if (!path) return Error{path.error()};
+  return impl_->children_except(*path, except);
 }
 
 // --- Store -------------------------------------------------------------------------------

@@ -131,6 +131,12 @@ class Store {
   Result<std::vector<Version>> versions(std::string_view path) const;
   // Every archived path at or beneath `dir` (including ones known only as parents), sorted.
   Result<std::vector<std::string>> paths_within(std::string_view dir) const;
+  // The archived paths directly beneath `dir`, sorted, leaving out those whose last
+  // component is in `except` (raw names; for instance a directory's entries on disk, so
+  // only what the disk no longer holds is read and returned). Reads one directory of the
+  // archive, not the subtree.
+  Result<std::vector<std::string>> children(std::string_view dir,
+                                            const std::vector<std::string>& except = {}) const;
 
   // Restores `path` (a file, a link, or a directory with its whole subtree). Fails when
   // nothing could be restored; entries that failed inside a directory are listed in the

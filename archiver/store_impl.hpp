@@ -19,6 +19,8 @@ namespace tw::archive {
 
 // The text of <root>/FORMAT.
 inline constexpr std::string_view kFormatLine = "timewarp-archive 1\n";
+// The suffix of a child marker whose node is being named (FORMAT.md, "Layout").
+inline constexpr std::string_view kPendingSuffix = ".pending";
 
 // An exclusive flock on one path's lock file (<key>.lock), released on destruction. The
 // lock is what keeps two requests for one path from interleaving their look at the disk
@@ -68,12 +70,25 @@ struct Store::Impl {
   Expected<History> load_history(std::string_view path) const;
   Expected<std::uint64_t> save_history(const History& history);
   // Links `path` and every ancestor from its parent's .children. A `leaf` is about to get
-  // a history (which names it); other nodes get a .path file.
+  // a history (which names it; finish_link() then completes its marker); other nodes get
+  // a .path file. A marker is created as <child key>.pending before the node is named and
+  // renamed to <child key> after, so verify can tell an interrupted first archiving (a
+  // pending marker naming nothing) from a lost history (a marker naming nothing).
   Expected<std::uint64_t> ensure_node(std::string_view path, bool leaf);
+  Done finish_link(std::string_view path);
+  // The marker of `path` in its parent's .children, and its name while pending.
+  std::string marker_of(std::string_view path) const;
   Expected<NodeLock> lock_node(std::string_view path);
-  Result<std::vector<std::string>> child_paths(std::string_view path) const;
+  // The archived children of `path` (named nodes linked by a marker, finished or pending).
+  // `unnamed` (optional) counts finished markers whose node has no name: damage.
+  Result<std::vector<std::string>> child_paths(std::string_view path,
+                                               std::uint64_t* unnamed = nullptr) const;
+  // Store::children: the named children of `dir` but those named in `except`.
+  Result<std::vector<std::string>> children_except(std::string_view dir,
+                                                   const std::vector<std::string>& except) const;
   // `dir` and every archived path beneath it (nodes only; sorted). Empty when unknown.
-  Result<std::vector<std::string>> paths_within(std::string_view dir) const;
+  Result<std::vector<std::string>> paths_within(std::string_view dir,
+                                                std::uint64_t* unnamed = nullptr) const;
 
   // --- Requests: every one reconciles (reconcile.cpp; DESIGN.md, "Convergence") ---
   // How a path turned out after its look and commit.

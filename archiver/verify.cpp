@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -58,7 +59,14 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
   std::map<std::string, std::vector<std::string>> users;  // digest -> "path vN"
   bool failed = false;
 
-  // Nodes and histories.
+  // Nodes and histories. Each node's name, and the markers of its children, are gathered
+  // first; the tree they make is checked after.
+  struct Node {
+    std::optional<std::string> path;
+    std::vector<std::string> children;  // finished markers (child keys)
+    std::vector<std::string> pending;   // markers of a first archiving not finished
+  };
+  std::unordered_map<std::string, Node> tree;
   const std::string nodes = root + "/nodes";
   for (const auto& bucket : list_dir(nodes, &failed)) {
     if (!is_bucket(bucket)) {
@@ -85,49 +93,86 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
         return std::find(suffixes.begin(), suffixes.end(), s) != suffixes.end();
       };
       const std::string base = nodes + "/" + bucket + "/" + key;
-      std::optional<std::string> path;
+      Node& node = tree[key];
       if (has(".path")) {
         auto named = read_small_file(base + ".path", PATH_MAX * 4);
         if (!named || Impl::key_of(*named) != key) {
           report.problems.push_back(fmt::format("damaged node name {}.path", base));
-          continue;
+        } else {
+          node.path = std::move(named.value());
         }
-        path = std::move(named.value());
       }
       if (has(".history")) {
         auto history = Impl::read_history_file(base + ".history");
         if (!history) {
           report.problems.push_back(history.error());
-          continue;
-        }
-        if (Impl::key_of(history->path) != key || (path && *path != history->path)) {
+        } else if (Impl::key_of(history->path) != key || (node.path && *node.path != history->path)) {
           report.problems.push_back(fmt::format(
               "history {}.history is filed under the wrong key ({})", base, shown(history->path)));
-          continue;
-        }
-        path = history->path;
-        ++report.histories;
-        report.versions += history->versions.size();
-        for (const auto& v : history->versions) {
-          if (!v.sha256.empty())
-            users[v.sha256].push_back(fmt::format("{} v{}", shown(*path), v.number));
+        } else {
+          node.path = history->path;
+          ++report.histories;
+          report.versions += history->versions.size();
+          for (const auto& v : history->versions) {
+            if (!v.sha256.empty())
+              users[v.sha256].push_back(fmt::format("{} v{}", shown(*node.path), v.number));
+          }
         }
       }
       if (!has(".children")) continue;
-      for (const auto& child : list_dir(base + ".children")) {
+      for (std::string child : list_dir(base + ".children")) {
+        const bool pending = child.size() > kPendingSuffix.size() &&
+                             child.compare(child.size() - kPendingSuffix.size(),
+                                           kPendingSuffix.size(), kPendingSuffix) == 0;
+        if (pending) child.resize(child.size() - kPendingSuffix.size());
         if (!is_sha256_hex(child)) {
           report.problems.push_back(
               fmt::format("unexpected entry {}.children/{}", base, shown(child)));
           continue;
         }
-        // A child without a name yet was left by an interrupted first archiving: harmless.
-        const auto child_path = impl_->path_of_key(child);
-        if (child_path && path && parent_path(*child_path) != *path) {
-          report.problems.push_back(
-              fmt::format("{} is listed as a child of {}", shown(*child_path), shown(*path)));
-        }
+        (pending ? node.pending : node.children).push_back(child);
       }
     }
+  }
+  // The tree: every finished marker names a node, every named node is linked from its
+  // parent, and every parent has a name. (A pending marker naming nothing was left by an
+  // interrupted first archiving: harmless.)
+  std::map<std::string, std::uint64_t> lost_parents;  // parent path -> children seen
+  for (const auto& [key, node] : tree) {
+    const std::string where = node.path ? shown(*node.path) : "nodes/" + key.substr(0, 2) + "/" + key;
+    for (const auto& child : node.children) {
+      auto it = tree.find(child);
+      if (it == tree.end() || !it->second.path) {
+        report.problems.push_back(fmt::format(
+            "lost history: {} lists a child whose node has no history or name "
+            "(nodes/{}/{}); what was archived there cannot be listed or restored",
+            where, child.substr(0, 2), child));
+      } else if (node.path && parent_path(*it->second.path) != *node.path) {
+        report.problems.push_back(fmt::format("{} is listed as a child of {}",
+                                              shown(*it->second.path), where));
+      }
+    }
+    if (!node.path || *node.path == "/") continue;
+    const std::string parent = parent_path(*node.path);
+    auto up = tree.find(Impl::key_of(parent));
+    if (up == tree.end() || !up->second.path) {
+      ++lost_parents[parent];
+      continue;
+    }
+    const auto& siblings = up->second;
+    if (std::find(siblings.children.begin(), siblings.children.end(), key) ==
+            siblings.children.end() &&
+        std::find(siblings.pending.begin(), siblings.pending.end(), key) ==
+            siblings.pending.end()) {
+      report.problems.push_back(fmt::format(
+          "lost child marker: {} is not linked from {}; a restore of {} would leave it out",
+          shown(*node.path), shown(parent), shown(parent)));
+    }
+  }
+  for (const auto& [parent, count] : lost_parents) {
+    report.problems.push_back(fmt::format(
+        "lost directory node: {} has no node, though {} archived path{} lie{} beneath it",
+        shown(parent), count, count == 1 ? "" : "s", count == 1 ? "s" : ""));
   }
   if (failed) report.problems.push_back(fmt::format("cannot read {}", nodes));
   if (progress)

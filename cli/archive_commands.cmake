@@ -3,8 +3,7 @@
 add_library(timewarp_cli_archive
   ${CMAKE_CURRENT_LIST_DIR}/archive_commands.cpp
   ${CMAKE_CURRENT_LIST_DIR}/check_command.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/check_walk.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/check_archive_nodes.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/check_walk.cpp)
 target_link_libraries(timewarp_cli_archive
   PUBLIC timewarp_common
   PRIVATE timewarp_archive fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json)

@@ -184,7 +184,7 @@ bool unknown_anywhere(const archive::Store& store, const std::string& path) {
   if (::lstat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return false;
   auto history = store.versions(path);
   if (!history || !history->empty()) return false;
-  auto children = ArchiveNodes(store.root()).child_keys(path);
+  auto children = store.children(path);
   return children && children->empty();
 }
 

@@ -10,7 +10,6 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -101,7 +100,6 @@ TreeCheck::TreeCheck(const archive::Store& store, const Filter& filter, CheckOpt
                      Report report)
     : store_(store),
       filter_(filter),
-      nodes_(store.root()),
       options_(options),
       report_(std::move(report)) {}
 
@@ -236,14 +234,8 @@ void TreeCheck::walk(int fd, const std::string& path) {
     emit(DiffKind::Unreadable, path, std::string(kNone), error_text(error));
     return;
   }
-  auto keys = nodes_.child_keys(path);
-  if (!keys) emit(DiffKind::Unreadable, path, escape_bytes(keys.error()), std::string(kNone));
-  std::unordered_set<std::string> archive_only;
-  if (keys) archive_only.insert(keys->begin(), keys->end());
-
   for (const auto& name : *names) {
     const std::string child = join_path(path, name);
-    if (!archive_only.empty()) archive_only.erase(ArchiveNodes::key_of(child));
     if (filter_.excluded(child)) continue;
     struct stat st {};
     if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -257,7 +249,13 @@ void TreeCheck::walk(int fd, const std::string& path) {
     check_present(fd, name, child, st);
   }
 
-  for (const auto& child : named_children(path, archive_only)) {
+  // What the archive holds beneath `path` and the disk does not.
+  auto gone = store_.children(path, *names);
+  if (!gone) {
+    emit(DiffKind::Unreadable, path, escape_bytes(gone.error()), std::string(kNone));
+    return;
+  }
+  for (const auto& child : *gone) {
     if (!filter_.excluded(child)) report_gone(child);
   }
 }
@@ -271,29 +269,14 @@ void TreeCheck::report_gone(const std::string& path) {
 }
 
 void TreeCheck::report_gone_beneath(const std::string& path) {
-  auto keys = nodes_.child_keys(path);
-  if (!keys) {
-    emit(DiffKind::Unreadable, path, escape_bytes(keys.error()), std::string(kNone));
+  auto children = store_.children(path);
+  if (!children) {
+    emit(DiffKind::Unreadable, path, escape_bytes(children.error()), std::string(kNone));
     return;
   }
-  for (const auto& child : named_children(path, *keys)) {
+  for (const auto& child : *children) {
     if (!filter_.excluded(child)) report_gone(child);
   }
-}
-
-template <class Keys>
-std::vector<std::string> TreeCheck::named_children(const std::string& path,
-                                                   const Keys& keys) const {
-  std::vector<std::string> children;
-  for (const auto& key : keys) {
-    auto child = nodes_.path_of(key);
-    // A child lies directly beneath its parent; anything else is damage `verify` reports.
-    if (child && archive::parent_path(*child) == path && *child != path) {
-      children.push_back(std::move(*child));
-    }
-  }
-  std::sort(children.begin(), children.end());
-  return children;
 }
 
 }  // namespace tw::cli

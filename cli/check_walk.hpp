@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "archiver/store.hpp"
-#include "cli/check_archive_nodes.hpp"
 #include "common/filters.hpp"
 
 namespace tw::cli {
@@ -92,13 +91,9 @@ class TreeCheck {
   void report_gone(const std::string& path);
   // Everything archived beneath `path` (not `path` itself), which is not a directory on disk.
   void report_gone_beneath(const std::string& path);
-  // The named archive nodes among `keys` that lie directly beneath `path`, sorted.
-  template <class Keys>
-  std::vector<std::string> named_children(const std::string& path, const Keys& keys) const;
 
   const archive::Store& store_;
   const Filter& filter_;
-  ArchiveNodes nodes_;
   const CheckOptions options_;
   const Report report_;
   std::uint64_t compared_ = 0;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -109,6 +110,74 @@ TEST_F(VerifyTest, DamagedHistoryIsNamed) {
   const std::string found = problems();
   EXPECT_NE(found.find("damaged history"), std::string::npos) << found;
   EXPECT_NE(found.find("checksum mismatch"), std::string::npos) << found;
+}
+
+class VerifyStructureTest : public VerifyTest {
+ protected:
+  // <archive>/nodes/<kk>/<key> of a raw path.
+  std::string node(const std::string& path) {
+    const std::string key = sha256_hex(path);
+    return (dir_ / "archive/nodes") + "/" + key.substr(0, 2) + "/" + key;
+  }
+  void archive_tree() {
+    write_file(dir_ / "src/d/x", "x");
+    write_file(dir_ / "src/d/sub/y", "y");
+    for (const char* name : {"src/d", "src/d/x", "src/d/sub", "src/d/sub/y"}) {
+      ASSERT_EQ(store_->update(dir_ / name).outcome, Outcome::Complete);
+    }
+    ASSERT_TRUE(store_->verify().ok());
+  }
+  std::size_t restored_files() {
+    RestoreOptions options;
+    options.destination = dir_ / ("out" + std::to_string(++restores_));
+    auto report = store_->restore(dir_ / "src/d", options);
+    if (report) last_problems_ = report->problems.size();
+    return report ? report->files : 0;
+  }
+  int restores_ = 0;
+  std::size_t last_problems_ = 0;
+};
+
+TEST_F(VerifyStructureTest, ALostHistoryIsNamed) {
+  archive_tree();
+  ASSERT_TRUE(std::filesystem::remove(node(dir_ / "src/d/x") + ".history"));
+  const std::string found = problems();
+  EXPECT_NE(found.find("lost history"), std::string::npos) << found;
+  EXPECT_NE(found.find(dir_ / "src/d"), std::string::npos) << found;
+  EXPECT_EQ(restored_files(), 1u);
+  EXPECT_EQ(last_problems_, 1u) << "a directory restore must not drop a file silently";
+}
+
+TEST_F(VerifyStructureTest, ALostDirectoryNodeIsNamed) {
+  archive_tree();
+  ASSERT_TRUE(std::filesystem::remove(node(dir_ / "src/d/sub") + ".history"));
+  const std::string found = problems();
+  EXPECT_NE(found.find("lost directory node: " + (dir_ / "src/d/sub")),
+            std::string::npos)
+      << found;
+  EXPECT_EQ(restored_files(), 1u);
+  EXPECT_EQ(last_problems_, 1u) << "a directory restore must not drop a subtree silently";
+}
+
+TEST_F(VerifyStructureTest, ALostChildMarkerIsNamed) {
+  archive_tree();
+  const std::string marker =
+      node(dir_ / "src/d") + ".children/" + sha256_hex((dir_ / "src/d/x"));
+  ASSERT_TRUE(std::filesystem::remove(marker));
+  const std::string found = problems();
+  EXPECT_NE(found.find("lost child marker: " + (dir_ / "src/d/x")), std::string::npos)
+      << found;
+}
+
+TEST_F(VerifyStructureTest, AnInterruptedFirstArchivingIsNotDamage) {
+  archive_tree();
+  // What a kill between the pending marker and the history leaves.
+  const std::string ghost = (dir_ / "src/d/ghost");
+  std::ofstream(node(dir_ / "src/d") + ".children/" + sha256_hex(ghost) + ".pending").put('\n');
+  const VerifyReport report = store_->verify();
+  EXPECT_TRUE(report.ok()) << problems();
+  EXPECT_EQ(restored_files(), 2u);
+  EXPECT_EQ(last_problems_, 0u);
 }
 
 }  // namespace
