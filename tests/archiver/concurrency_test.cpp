@@ -101,5 +101,39 @@ TEST(Concurrency, SecondWriterWaitsForTheFirstOnesHistoryWrite) {
   EXPECT_EQ((*versions)[2].link_target, "state-2");
 }
 
+// Two requests for one path never interleave their look and their commit: while one has
+// read the file and not yet recorded it, the other cannot look. Otherwise the slower one
+// could record an older state over the newer one.
+TEST(Concurrency, ARequestCannotLookWhileAnotherHoldsAnUncommittedLook) {
+  test::TempDir dir;
+  const std::string path = dir / "src/file";
+  test::write_file(path, "first state");
+  std::atomic<bool> second_done{false};
+  std::atomic<bool> second_done_early{false};
+  std::thread second;
+  StoreHooks hooks;
+  bool started = false;
+  hooks.after_content_read = [&] {
+    if (started) return;
+    started = true;
+    second = std::thread([&] {
+      auto other = Store::open(dir / "archive", Store::Mode::ReadWrite);
+      ASSERT_TRUE(other);
+      EXPECT_EQ(other->update(path).outcome, Outcome::Complete);
+      second_done = true;
+    });
+    // Bounded: the second request must still be waiting when this one goes on.
+    second_done_early = test::wait_until([&] { return second_done.load(); },
+                                         std::chrono::milliseconds(500));
+  };
+  auto first = Store::open(dir / "archive", Store::Mode::ReadWrite, std::move(hooks));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->update(path).outcome, Outcome::Complete);
+  second.join();
+  EXPECT_FALSE(second_done_early) << "the second request looked and committed in between";
+  EXPECT_TRUE(second_done);
+  EXPECT_EQ(first->versions(path)->size(), 1u);
+}
+
 }  // namespace
 }  // namespace tw::archive
