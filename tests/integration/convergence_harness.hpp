@@ -1,0 +1,55 @@
+// One randomized convergence trial (DESIGN.md, "Convergence: requests reconcile, they do not
+// replay"): a seeded generator changes a source folder in bursts while the real monitor,
+// scheduler, archivers and PostgreSQL archive it and a fault injector strikes at random
+// moments. At several quiet moments (nothing being changed, the monitor's event window
+// passed, no NEW or DISPATCHED item, the running monitor's catch-up finished) the trial
+// records the time T and snapshots the tree. At the end `timewarp restore <src> --at T` of
+// each moment must equal its snapshot (names, bytes, types, link targets, modes, owners,
+// mtimes of files and directories), `timewarp check <src>` must report nothing (skipped
+// while the command does not exist) and `timewarp verify` must be clean; no item may end
+// FAILED. A failure's report holds the seed, every difference, the versions of the paths
+// that differ, and the run's log of operations and faults with their times.
+// Used by tests/integration/convergence_test.cpp and bench/soak. Needs
+// TIMEWARP_TEST_DATABASE (and TW_PG_DATADIR for database restarts). One trial at a time
+// per process is the intended use (it restarts shared things), but nothing is global.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "integration/convergence_faults.hpp"
+
+namespace tw::test::convergence {
+
+struct Options {
+  std::uint64_t seed = 1;
+  Faults faults;
+  int moments = 5;  // quiet moments; the last one ends the run
+  int bursts_per_moment = 5;
+  int max_burst = 25;          // operations per burst: 1 to this many, back to back
+  int max_pause_ms = 300;      // pause between bursts: 0 to this (often inside one window)
+  double fault_chance = 0.35;  // per burst, and once per quiet moment while it drains
+  int retry_permille = 60;     // share of items the proxy fails once (retry fault)
+  int archivers = 2;
+  double event_delay = 0.1;
+  bool large_files = true;
+  std::set<std::string> operations;  // when not empty: only these (TreeGenerator::names())
+  bool directory_mtimes = true;      // compare directories' mtimes (off only to narrow down)
+  std::chrono::seconds drain_timeout{120};
+  std::string keep_dir;  // when set, a failed trial's directory is moved here
+};
+
+struct Result {
+  bool passed = false;
+  std::string summary;  // one line: seed, faults, figures, verdict
+  std::string report;   // on failure: the differences, outputs and the run's log
+  std::string log;      // the run's log of operations, faults and moments (always)
+  double seconds = 0;
+};
+
+// Runs one trial. Throws only when the trial cannot start (no database configured).
+Result run_trial(const Options& options);
+
+}  // namespace tw::test::convergence

@@ -1,0 +1,48 @@
+// The convergence promise under random operations and random faults (DESIGN.md,
+// "Convergence: requests reconcile, they do not replay"): a fixed set of seeds, each a
+// trial of tests/integration/convergence_harness.hpp against the real monitor, scheduler,
+// archivers and PostgreSQL. One seed runs without faults, so a failure there is the
+// product's handling of the operations alone; the others deal every fault. More seeds:
+// bench/soak (`timewarp-soak --trials N`).
+#include <iostream>
+
+#include <gtest/gtest.h>
+
+#include "integration/convergence_harness.hpp"
+#include "support/test_support.hpp"
+
+namespace tw {
+namespace {
+
+struct Case {
+  std::uint64_t seed;
+  bool faults;
+};
+
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << "seed " << c.seed << (c.faults ? ", all faults" : ", no faults");
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return "Seed" + std::to_string(info.param.seed) + (info.param.faults ? "AllFaults" : "NoFaults");
+}
+
+class Convergence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Convergence, RestoreAtEveryQuietMomentEqualsTheTreeThen) {
+  TW_REQUIRE_DATABASE();
+  test::convergence::Options options;
+  options.seed = GetParam().seed;
+  if (!GetParam().faults) options.faults = test::convergence::Faults::none();
+  const auto result = test::convergence::run_trial(options);
+  std::cout << result.summary << std::endl;
+  EXPECT_TRUE(result.passed) << result.report;
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, Convergence,
+                         ::testing::Values(Case{1, false}, Case{2, true}, Case{3, true},
+                                           Case{4, true}),
+                         case_name);
+
+}  // namespace
+}  // namespace tw
