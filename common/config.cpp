@@ -95,6 +95,9 @@ void add_config_options(CLI::App& app, Config& c) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   add_key(app, "event_delay", c.event_delay, "seconds file events are gathered before queueing")
       ->check(CLI::Range(0.0, 60.0));
+  add_key(app, "rescan_interval", c.rescan_interval,
+          "seconds between the monitor's rescans of every source against the archive (0: never)")
+      ->check(CLI::Range(0.0, 365.0 * 86400.0));
   add_key(app, "prune_age", c.prune_age, "remove COMPLETED items older than this, seconds")
       ->check(CLI::Range(0.0, 3650.0 * 86400.0));
   add_key(app, "prune_interval", c.prune_interval, "seconds between prune passes (0: never)")
@@ -194,6 +197,7 @@ std::vector<std::string> config_to_args(const Config& c) {
   put("flush-interval", c.flush_interval);
   put("backlog-warning", c.backlog_warning);
   put("event-delay", c.event_delay);
+  put("rescan-interval", c.rescan_interval);
   put("prune-age", c.prune_age);
   put("prune-interval", c.prune_interval);
   put("log-level", c.log_level);

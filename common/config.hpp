@@ -43,6 +43,7 @@ struct Config {
   std::int64_t backlog_warning = 100000;  // claimable items that trigger a growth warning
 
   double event_delay = 0.1;  // seconds the monitor gathers file events before inserting
+  double rescan_interval = 86400.0;  // seconds between the monitor's periodic rescans (0: never)
 
   double prune_age = 7 * 86400.0;  // COMPLETED rows older than this many seconds are removed
   double prune_interval = 600.0;   // seconds between the scheduler's prune passes (0: never)

@@ -1,12 +1,13 @@
 #include "common/filters.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
+#include <system_error>
 
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
-
 #include "common/paths.hpp"
 
 namespace tw {
@@ -145,20 +146,45 @@ Filter::Filter(std::vector<std::string> roots, std::vector<std::string> exclude,
   }
 }
 
+std::string resolve_source_dir(std::string_view dir) {
+  const std::filesystem::path absolute = absolute_path(std::filesystem::path(std::string(dir)));
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, error);
+  if (error) return absolute.native();
+  return absolute_path(resolved).native();
+}
+
 Filter Filter::from_config(const Config& config) {
   std::vector<std::string> roots;
+  // (given, resolved) pairs whose links were resolved, to rewrite absolute globs.
+  std::vector<std::pair<std::string, std::string>> renamed;
   const std::string backup_root =
-      config.backup_root.empty() ? std::string() : absolute_path(config.backup_root).native();
+      config.backup_root.empty() ? std::string() : resolve_source_dir(config.backup_root);
   for (const auto& dir : config.source_dirs) {
-    roots.push_back(absolute_path(dir).native());
+    roots.push_back(resolve_source_dir(dir));
+    const std::string given = absolute_path(dir).native();
+    if (given != roots.back()) renamed.emplace_back(given, roots.back());
     if (!backup_root.empty() && path_within(roots.back(), backup_root)) {
       throw std::runtime_error(fmt::format(
           "source directory {} lies inside backup_root {}: the archive cannot archive itself",
           escape_bytes(roots.back()), escape_bytes(backup_root)));
     }
   }
-  return Filter(std::move(roots), config.exclude, config.include, config.max_file_size,
-                backup_root);
+  // An absolute glob written with a source directory as it was given means the same place
+  // under its resolved name.
+  const auto rewrite = [&renamed](std::vector<std::string> patterns) {
+    for (auto& p : patterns) {
+      for (const auto& [given, resolved] : renamed) {
+        if (!p.empty() && p.front() == '/' && path_within(p, given)) {
+          p = resolved + p.substr(given.size());
+          break;
+        }
+      }
+    }
+    return patterns;
+  };
+  return Filter(std::move(roots), rewrite(config.exclude), rewrite(config.include),
+                config.max_file_size, backup_root);
 }
 
 std::string Filter::root_of(std::string_view path) const {

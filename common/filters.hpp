@@ -15,6 +15,13 @@
 //     excluded directory is neither watched nor scanned.
 // The backup root is always excluded when it lies inside a source directory (else the
 // archivers' own writes would be archived again, for ever).
+//
+// Source directories are resolved once, when the filter is made from the configuration:
+// made absolute and every symbolic link in them (in any component) replaced by what it
+// points to, so that no path the monitor queues has a link among its components (the
+// archiver treats a path beneath a link as absent). The backup root is resolved the same
+// way, and an absolute glob written with a source directory as given applies to its
+// resolved name.
 #pragma once
 
 #include <sys/stat.h>
@@ -28,17 +35,23 @@
 
 namespace tw {
 
+// `dir` made absolute and lexically normal, with every symbolic link in the part of it
+// that exists resolved (realpath); the rest is kept as given.
+std::string resolve_source_dir(std::string_view dir);
+
 // Matches `text` against one glob `pattern` (rules above). Linear in |pattern|·|text|.
 bool glob_match(std::string_view pattern, std::string_view text);
 
 class Filter {
  public:
   Filter() = default;
-  // `roots` are absolute, lexically normal source directories.
+  // `roots` are absolute, lexically normal source directories (with no link among their
+  // components, for the monitor).
   Filter(std::vector<std::string> roots, std::vector<std::string> exclude,
          std::vector<std::string> include, std::uint64_t max_file_size,
          std::string backup_root = {});
-  // Throws std::runtime_error when a source directory lies inside the backup root.
+  // The source directories and the backup root resolved (resolve_source_dir). Throws
+  // std::runtime_error when a source directory lies inside the backup root.
   static Filter from_config(const Config& config);
 
   // True when `path` (absolute, normal) must not be queued. Paths outside every root are

@@ -68,6 +68,10 @@ Difference compare(const std::string& path, const struct stat& st, const archive
         target.compare(0, static_cast<std::size_t>(n), live->link_target) != 0) {
       return Difference::Content;
     }
+  } else if (S_ISDIR(st.st_mode)) {
+    // An entry created, removed or renamed changed it: the archiver's look at the
+    // directory records its new mtime and tombstones what is no longer in it.
+    if (live->mtime_ns != mtime_ns(st)) return Difference::Metadata;
   }
   if (live->mode != st.st_mode || live->uid != st.st_uid || live->gid != st.st_gid) {
     return Difference::Metadata;

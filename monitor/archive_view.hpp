@@ -39,13 +39,13 @@ class ArchiveView {
 // How a path on disk differs from its live archived version.
 enum class Difference {
   None,      // nothing to archive
-  Metadata,  // only mode, owner or group: a STAT
+  Metadata,  // only mode, owner or group, or a directory's mtime: a STAT
   Content,   // new, type, size, content time or link target changed: an UPDATE
 };
 
-// Compares the lstat of `path` with `live` (nullptr: nothing archived). A directory's own
-// mtime is not compared: it changes whenever an entry does, and the entries are archived
-// themselves.
+// Compares the lstat of `path` with `live` (nullptr: nothing archived). Files and links:
+// type, size, mtime, link target, mode, owner. Directories: type, mtime (it changes
+// whenever an entry is created, removed or renamed), mode, owner.
 Difference compare(const std::string& path, const struct stat& st, const archive::Version* live);
 
 }  // namespace tw::monitor

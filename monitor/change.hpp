@@ -12,6 +12,12 @@
 
 namespace tw::monitor {
 
+// Queue priorities (timewarp.items.priority; the `priority` strategy claims higher first).
+// Changes the watcher sees live, and the catch-up and overflow rescans that stand in for
+// lost events, are live; the periodic rescan repairs what slipped through and waits behind.
+inline constexpr int kLivePriority = 0;
+inline constexpr int kRescanPriority = -1;
+
 struct Change {
   Op op = Op::Update;
   std::string path;
@@ -19,18 +25,19 @@ struct Change {
   bool is_dir = false;
   std::optional<std::int64_t> size;  // of the file when the change was seen
   std::optional<double> mtime;       // seconds since the epoch
+  int priority = kLivePriority;
 
   static Change update(std::string path, bool is_dir = false) {
-    return {Op::Update, std::move(path), {}, is_dir, {}, {}};
+    return {Op::Update, std::move(path), {}, is_dir, {}, {}, kLivePriority};
   }
   static Change stat(std::string path, bool is_dir = false) {
-    return {Op::Stat, std::move(path), {}, is_dir, {}, {}};
+    return {Op::Stat, std::move(path), {}, is_dir, {}, {}, kLivePriority};
   }
   static Change remove(std::string path, bool is_dir = false) {
-    return {Op::Delete, std::move(path), {}, is_dir, {}, {}};
+    return {Op::Delete, std::move(path), {}, is_dir, {}, {}, kLivePriority};
   }
   static Change move(std::string from, std::string to, bool is_dir = false) {
-    return {Op::Move, std::move(from), std::move(to), is_dir, {}, {}};
+    return {Op::Move, std::move(from), std::move(to), is_dir, {}, {}, kLivePriority};
   }
 };
 

@@ -58,60 +58,60 @@ void EventBatcher::drop_path(const std::string& path, bool and_beneath) {
 bool EventBatcher::add_locked(Change change) {
   const bool was_empty = live_ == 0;
   if (change.op == Op::Move) {
-    if (change.path == change.dest) return false;
-    drop_path(change.path, change.is_dir);
-    drop_path(change.dest, change.is_dir);
-    // A chain a->b, b->c is one move a->c; a->b, b->a is no move at all.
-    if (auto it = move_by_dest_.find(change.path); it != move_by_dest_.end()) {
-      const std::size_t index = it->second;
-      move_by_dest_.erase(it);
-      Change earlier = std::move(*slots_[index]);
-      drop(index);
-      if (earlier.path == change.dest) return false;
-      change.path = std::move(earlier.path);
-    }
-    const std::string dest = change.dest;
-    move_by_dest_[dest] = append(std::move(change));
+    add_move(std::move(change));
   } else {
-    if (change.op == Op::Delete) {
-      drop_path(change.path, change.is_dir);
-      // A path that arrived by a waiting MOVE and is gone again: the file simply left its
-      // old name (a MOVE then a DELETE of the new name could run in either order).
-      std::vector<std::size_t> arrived;
-      if (auto it = move_by_dest_.find(change.path); it != move_by_dest_.end()) {
-        arrived.push_back(it->second);
-        move_by_dest_.erase(it);
-      }
-      if (change.is_dir) {
-        const std::string prefix = change.path == "/" ? change.path : change.path + "/";
-        auto it = move_by_dest_.lower_bound(prefix);
-        while (it != move_by_dest_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
-          arrived.push_back(it->second);
-          it = move_by_dest_.erase(it);
-        }
-      }
-      for (const std::size_t index : arrived) {
-        Change moved = std::move(*slots_[index]);
-        drop(index);
-        drop_path(moved.path, moved.is_dir);
-        const std::string source = moved.path;
-        by_path_[source] = append(Change::remove(std::move(moved.path), moved.is_dir));
-      }
-    }
-    if (auto it = by_path_.find(change.path); it != by_path_.end()) {
-      Change& earlier = *slots_[it->second];
-      if (change.op == Op::Stat && earlier.op == Op::Update) change.op = Op::Update;
-      if (change.op == Op::Stat && earlier.op == Op::Delete) change.op = Op::Update;
-      if (!change.size) change.size = earlier.size;
-      if (!change.mtime) change.mtime = earlier.mtime;
-      drop(it->second);
-      by_path_.erase(it);
-    }
-    const std::string path = change.path;
-    by_path_[path] = append(std::move(change));
+    add_path_change(std::move(change));
   }
   if (was_empty && live_ > 0) window_opened_ = Clock::now();
   return (was_empty && live_ > 0) || live_ == max_items_;
+}
+
+// Rules 3 and 4 of the header.
+void EventBatcher::add_move(Change change) {
+  if (change.path == change.dest) return;
+  drop_path(change.path, change.is_dir);
+  const auto it = move_by_dest_.find(change.path);
+  if (it == move_by_dest_.end()) {
+    const std::string dest = change.dest;
+    move_by_dest_[dest] = append(std::move(change));
+    return;
+  }
+  // A chain: the file went a -> b, and now b -> c.
+  const std::size_t index = it->second;
+  move_by_dest_.erase(it);
+  Change earlier = std::move(*slots_[index]);
+  drop(index);
+  const int priority = std::max(earlier.priority, change.priority);
+  Change middle = Change::remove(change.path, change.is_dir);
+  middle.priority = priority;
+  if (earlier.path == change.dest) {
+    Change back = Change::update(change.dest, change.is_dir);
+    back.priority = priority;
+    add_path_change(std::move(back));
+  } else {
+    change.path = std::move(earlier.path);
+    change.priority = priority;
+    drop_path(change.path, change.is_dir);
+    const std::string dest = change.dest;
+    move_by_dest_[dest] = append(std::move(change));
+  }
+  add_path_change(std::move(middle));
+}
+
+// Rules 1 and 2 of the header.
+void EventBatcher::add_path_change(Change change) {
+  if (auto it = by_path_.find(change.path); it != by_path_.end()) {
+    const Change& earlier = *slots_[it->second];
+    if (change.op == Op::Stat && earlier.op != Op::Stat) change.op = Op::Update;
+    if (!change.size) change.size = earlier.size;
+    if (!change.mtime) change.mtime = earlier.mtime;
+    change.priority = std::max(change.priority, earlier.priority);
+    drop(it->second);
+    by_path_.erase(it);
+  }
+  if (change.op == Op::Delete && change.is_dir) drop_path(change.path, true);
+  const std::string path = change.path;
+  by_path_[path] = append(std::move(change));
 }
 
 std::optional<EventBatcher::Clock::time_point> EventBatcher::due() const {

@@ -1,18 +1,30 @@
 // Gathers changes for a short moment (`event_delay`) so they reach the database in one
-// round trip, and coalesces them: repeated changes to one path in that moment become one
-// item. Thread-safe: the watcher thread adds, the monitor's main thread takes.
+// round trip, and folds away the changes that a later one makes redundant. Thread-safe:
+// the watcher thread adds, the monitor's main thread takes.
 //
-// Coalescing rules, per path, within one window:
-//   UPDATE + UPDATE/STAT -> UPDATE;  STAT + STAT -> STAT;  STAT + UPDATE -> UPDATE;
-//   anything + DELETE -> DELETE (a directory's DELETE also drops the waiting changes of
-//   paths beneath it: the archiver's DELETE tombstones them);  DELETE + UPDATE/STAT ->
-//   UPDATE (the path exists again).
-//   A merged change moves to the end, so the order of the output is the order of each
-//   path's latest change.
-//   MOVE a->b drops the waiting UPDATE/STAT/DELETE of a and b (and beneath them, for a
-//   directory): the move carries the history; the watcher adds an UPDATE of b after the
-//   move when b differs from what the archive holds for a. MOVE a->b then MOVE b->c
-//   becomes MOVE a->c; MOVE a->b->a disappears.
+// Every request reconciles (DESIGN.md, "Convergence"): the archiver makes the archive's
+// latest state of the path equal to what it sees on disk when it looks, whatever the op
+// said. So a waiting change may be dropped only when a change that stays reconciles the
+// same path with a look taken after the dropped one. Order matters for MOVE alone: the
+// history follows the file only while the archive still holds it under the old name.
+// The rules, within one window:
+//   1. One path, several UPDATE/STAT/DELETE: one change, in the place of the latest (it
+//      looks last). Its op is the latest one's, except that a STAT after an UPDATE or a
+//      DELETE is an UPDATE (the op only hints at what to read); the higher priority wins.
+//   2. A DELETE of a directory D also drops the waiting UPDATE/STAT/DELETE of the paths
+//      beneath D: they were gone when D was, the DELETE reconciles everything archived
+//      beneath D, and whatever appears beneath D afterwards comes with changes of its own,
+//      placed after the DELETE. A DELETE never drops a waiting MOVE: MOVE a->b then DELETE
+//      b are both queued (the archiver finds b gone and tombstones a).
+//   3. MOVE a->b drops the waiting UPDATE/STAT/DELETE of a and, for a directory, of the
+//      paths beneath a: the MOVE reconciles a, every path archived beneath it and their new
+//      names, and the watcher queues, after the MOVE, what the moved tree holds that was
+//      never archived. The waiting changes of b and beneath b stay, before the MOVE: what
+//      was archived beneath an older b is reconciled by them, not by the MOVE.
+//   4. A chain, MOVE a->b waiting and then MOVE b->c, becomes MOVE a->c (the history
+//      follows the file to where it is now) followed by a DELETE of b (whatever b held
+//      before the first rename is reconciled); a->b->a becomes UPDATE a and DELETE b.
+// Changes are taken in the order of their places.
 #pragma once
 
 #include <chrono>
@@ -48,7 +60,7 @@ class EventBatcher {
 
   // When the waiting changes should be taken; nothing when none wait.
   std::optional<Clock::time_point> due() const EXCLUDES(mutex_);
-  // Everything waiting, coalesced, in order; opens a new window.
+  // Everything waiting, folded, in order; opens a new window.
   std::vector<Change> take() EXCLUDES(mutex_);
   // Puts changes that could not be queued back in front of the waiting ones, due again
   // at `retry_at`. Called by the taker, so it does not notify.
@@ -60,6 +72,8 @@ class EventBatcher {
  private:
   // Returns true when the window opened or filled up with this change.
   bool add_locked(Change change) REQUIRES(mutex_);
+  void add_move(Change change) REQUIRES(mutex_);
+  void add_path_change(Change change) REQUIRES(mutex_);
   void drop(std::size_t index) REQUIRES(mutex_);
   void drop_path(const std::string& path, bool and_beneath) REQUIRES(mutex_);
   std::size_t append(Change change) REQUIRES(mutex_);

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/escape.hpp"
+#include "common/paths.hpp"
 #include "db/queue.hpp"
 
 namespace tw::monitor {
@@ -136,13 +137,24 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
   if (!signal_fd_) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   if (!source) source = std::make_unique<InotifySource>();
-  watcher_ = std::make_unique<Watcher>(Watcher::Options{}, std::move(source), filter_, archive_,
+  Watcher::Options watch_options;
+  watch_options.rescan_interval = seconds_ms(config_.rescan_interval);
+  watcher_ = std::make_unique<Watcher>(watch_options, std::move(source), filter_, archive_,
                                        batcher_, make_pending_lookup(config_.database), [this] {
                                          const std::uint64_t one = 1;
                                          [[maybe_unused]] auto n =
                                              ::write(wake_fd_.get(), &one, sizeof one);
                                        });
-  for (const auto& root : filter_.roots()) spdlog::info("watching {}", escape_bytes(root));
+  for (std::size_t i = 0; i < filter_.roots().size(); ++i) {
+    const std::string& root = filter_.roots()[i];
+    const std::string given = absolute_path(config_.source_dirs.at(i)).native();
+    if (given == root) {
+      spdlog::info("watching {}", escape_bytes(root));
+    } else {
+      spdlog::info("watching {} (given as {}: links are resolved once, at start)",
+                   escape_bytes(root), escape_bytes(given));
+    }
+  }
 }
 
 Monitor::~Monitor() {
@@ -242,6 +254,7 @@ void Monitor::queue_changes() {
         item.path = escape_bytes(c.path);
         if (c.op == Op::Move) item.dest_path = escape_bytes(c.dest);
         item.source_root = escape_bytes(filter_.root_of(c.op == Op::Move ? c.dest : c.path));
+        item.priority = c.priority;
         item.size = c.size;
         item.mtime = c.mtime;
         items.push_back(std::move(item));

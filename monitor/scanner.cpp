@@ -1,11 +1,9 @@
 #include "monitor/scanner.hpp"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
-#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -21,8 +19,12 @@ bool archivable(const struct stat& st) {
 // `path` beneath `from` rewritten to lie beneath `to`.
 std::string rebase(const std::string& path, const std::string& from, const std::string& to) {
   if (from == to) return path;
-  return to + path.substr(from == "/" ? 0 : from.size());
+  if (from == "/") return to == "/" ? path : to + path;
+  return to + path.substr(from.size());
 }
+
+// Entries looked at per step of a whole scan: between two, the caller checks for a stop.
+constexpr std::size_t kWholeScanStep = 256;
 
 }  // namespace
 
@@ -31,87 +33,131 @@ void describe(Change& change, const struct stat& st) {
   change.mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
 }
 
+ScanWalk::ScanWalk(const Filter& filter, ArchiveView& archive, ScanRequest request)
+    : filter_(filter), archive_(archive), request_([&] {
+        if (request.archived_as.empty()) request.archived_as = request.dir;
+        return std::move(request);
+      }()) {}
+
+void ScanWalk::push(std::vector<Change>& out, Change change) {
+  change.priority = request_.priority;
+  out.push_back(std::move(change));
+  ++stats_.changes;
+}
+
+void ScanWalk::consider(const std::string& path, const struct stat& st, std::vector<Change>& out) {
+  ++stats_.entries;
+  if (!archivable(st) || filter_.too_big(st)) return;
+  if (request_.pending && (request_.pending->of(path) & PendingSet::kUpdate)) return;
+  const auto live = archive_.live(rebase(path, request_.dir, request_.archived_as));
+  const Difference d = compare(path, st, live ? &*live : nullptr);
+  if (d == Difference::None) return;
+  Change c = d == Difference::Content ? Change::update(path, S_ISDIR(st.st_mode))
+                                      : Change::stat(path, S_ISDIR(st.st_mode));
+  describe(c, st);
+  push(out, std::move(c));
+}
+
+void ScanWalk::start(std::vector<Change>& out) {
+  phase_ = Phase::Done;
+  struct stat top {};
+  // A top that is a link (even a source directory replaced by one) is not entered: the
+  // source directories were resolved when the monitor started.
+  if (::lstat(request_.dir.c_str(), &top) != 0 || !S_ISDIR(top.st_mode) ||
+      filter_.excluded(request_.dir)) {
+    return;
+  }
+  consider(request_.dir, top, out);
+  dirs_.push_back(request_.dir);
+  phase_ = Phase::Walk;
+}
+
+bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& out) {
+  while (!listing_) {
+    if (dirs_.empty()) return false;
+    listing_dir_ = std::move(dirs_.back());
+    dirs_.pop_back();
+    if (on_directory) on_directory(listing_dir_);
+    listing_.reset(::opendir(listing_dir_.c_str()));
+    if (!listing_ && errno != ENOENT && errno != ENOTDIR) {
+      spdlog::warn("cannot list {}: {}", escape_bytes(listing_dir_), std::strerror(errno));
+      ++stats_.unreadable;
+      unreadable_.push_back(listing_dir_);
+    }
+  }
+  const dirent* entry = ::readdir(listing_.get());
+  if (entry == nullptr) {
+    listing_.reset();
+    // Depth first, in listing order.
+    for (auto it = subdirs_.rbegin(); it != subdirs_.rend(); ++it) dirs_.push_back(std::move(*it));
+    subdirs_.clear();
+    return true;
+  }
+  const std::string_view name = entry->d_name;
+  if (name == "." || name == "..") return true;
+  std::string path = join_path(listing_dir_, name);
+  if (filter_.excluded(path)) return true;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return true;  // gone meanwhile: its event follows
+  consider(path, st, out);
+  if (S_ISDIR(st.st_mode)) subdirs_.push_back(std::move(path));
+  return true;
+}
+
+// An archived path that is gone: one DELETE for the topmost of each gone subtree (the
+// archiver's DELETE tombstones everything beneath it), under its name beneath `dir`.
+void ScanWalk::check_deleted(const std::string& archived, std::vector<Change>& out) {
+  const std::string path = rebase(archived, request_.archived_as, request_.dir);
+  if (!deleted_dir_.empty() && path_within(path, deleted_dir_)) return;
+  for (const auto& u : unreadable_) {
+    if (path_within(path, u)) return;
+  }
+  if (filter_.excluded(path)) return;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return;
+  if (request_.pending && (request_.pending->of(path) & PendingSet::kDelete)) return;
+  auto live = archive_.live(archived);
+  if (!live && archived != path) live = archive_.live(path);
+  if (!live) return;
+  push(out, Change::remove(path, live->is_directory()));
+  deleted_dir_ = path;
+}
+
+bool ScanWalk::step(std::size_t budget, const DirectoryHook& on_directory,
+                    std::vector<Change>& out) {
+  for (std::size_t done = 0; done < budget && phase_ != Phase::Done; ++done) {
+    switch (phase_) {
+      case Phase::Start:
+        start(out);
+        break;
+      case Phase::Walk:
+        if (!walk_one(on_directory, out)) {
+          phase_ = request_.find_deletes ? Phase::Deletes : Phase::Done;
+          if (request_.find_deletes) archived_ = archive_.archived_within(request_.archived_as);
+        }
+        break;
+      case Phase::Deletes:
+        if (archived_next_ == archived_.size()) {
+          phase_ = Phase::Done;
+          archived_.clear();
+        } else {
+          check_deleted(archived_[archived_next_++], out);
+        }
+        break;
+      case Phase::Done:
+        break;
+    }
+  }
+  return phase_ == Phase::Done;
+}
+
 ScanStats Scanner::scan(const ScanRequest& request, const DirectoryHook& on_directory,
                         std::vector<Change>& out, const std::atomic<bool>* cancel) {
-  ScanStats stats;
-  const std::string archived_as = request.archived_as.empty() ? request.dir : request.archived_as;
-  std::vector<std::string> unreadable;
-
-  const auto consider = [&](const std::string& path, const struct stat& st) {
-    ++stats.entries;
-    if (!archivable(st) || filter_.too_big(st)) return;
-    if (request.pending && (request.pending->of(path) & PendingSet::kUpdate)) return;
-    const auto live = archive_.live(rebase(path, request.dir, archived_as));
-    const Difference d = compare(path, st, live ? &*live : nullptr);
-    if (d == Difference::None) return;
-    Change c = d == Difference::Content ? Change::update(path, S_ISDIR(st.st_mode))
-                                        : Change::stat(path, S_ISDIR(st.st_mode));
-    describe(c, st);
-    out.push_back(std::move(c));
-    ++stats.changes;
-  };
-
-  struct stat top {};
-  if (::lstat(request.dir.c_str(), &top) != 0 || filter_.excluded(request.dir)) return stats;
-  if (S_ISLNK(top.st_mode) && filter_.root_of(request.dir) == request.dir) {
-    // A source directory given as a link is followed, once; the link itself is not ours.
-    if (::stat(request.dir.c_str(), &top) != 0 || !S_ISDIR(top.st_mode)) return stats;
-  } else if (!S_ISDIR(top.st_mode)) {
-    return stats;
-  } else {
-    consider(request.dir, top);
+  ScanWalk walk(filter_, archive_, request);
+  while (!walk.step(kWholeScanStep, on_directory, out)) {
+    if (cancel && cancel->load()) break;
   }
-  std::vector<std::string> pending_dirs{request.dir};
-  while (!pending_dirs.empty()) {
-    if (cancel && cancel->load()) return stats;
-    const std::string dir = std::move(pending_dirs.back());
-    pending_dirs.pop_back();
-    if (on_directory) on_directory(dir);
-    std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
-    if (!d) {
-      if (errno != ENOENT && errno != ENOTDIR) {
-        spdlog::warn("cannot list {}: {}", escape_bytes(dir), std::strerror(errno));
-        ++stats.unreadable;
-        unreadable.push_back(dir);
-      }
-      continue;
-    }
-    std::vector<std::string> subdirs;
-    while (const dirent* entry = ::readdir(d.get())) {
-      const std::string_view name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      std::string path = join_path(dir, name);
-      if (filter_.excluded(path)) continue;
-      struct stat st {};
-      if (::lstat(path.c_str(), &st) != 0) continue;  // gone meanwhile: its event follows
-      consider(path, st);
-      if (S_ISDIR(st.st_mode)) subdirs.push_back(std::move(path));
-    }
-    // Depth first, in listing order.
-    for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it)
-      pending_dirs.push_back(std::move(*it));
-  }
-
-  if (!request.find_deletes) return stats;
-  // Archived paths that are gone: one DELETE for the topmost of each gone subtree (the
-  // archiver's DELETE tombstones everything beneath it).
-  std::string deleted_dir;
-  for (const auto& path : archive_.archived_within(request.dir)) {
-    if (cancel && cancel->load()) return stats;
-    if (!deleted_dir.empty() && path_within(path, deleted_dir)) continue;
-    bool behind_unreadable = false;
-    for (const auto& u : unreadable) behind_unreadable = behind_unreadable || path_within(path, u);
-    if (behind_unreadable || filter_.excluded(path)) continue;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) continue;
-    if (request.pending && (request.pending->of(path) & PendingSet::kDelete)) continue;
-    const auto live = archive_.live(path);
-    if (!live) continue;
-    out.push_back(Change::remove(path, live->is_directory()));
-    ++stats.changes;
-    deleted_dir = path;
-  }
-  return stats;
+  return walk.stats();
 }
 
 }  // namespace tw::monitor

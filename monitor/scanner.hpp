@@ -1,21 +1,26 @@
 // Walks a source directory and compares it with what the archive holds, producing only the
 // changes needed to bring the archive up to date: the start-up catch-up, the rescan after
-// an inotify overflow or a failed watch, and the scan of a directory that was just created
-// or moved in. Links are never followed; excluded paths are skipped (an excluded directory
-// is not entered); fifos, sockets and devices are not archived and so not queued.
-// Not thread-safe: one Scanner per thread (it uses the ArchiveView).
+// an inotify overflow or a failed watch, the periodic rescan, and the scan of a directory
+// that was just created, moved in or renamed. Links are never followed (a path with a link
+// among its components is not the source's: the archiver treats it as absent); excluded
+// paths are skipped (an excluded directory is not entered); fifos, sockets and devices are
+// not archived and so not queued.
+// Not thread-safe: one Scanner (or ScanWalk) per thread (it uses the ArchiveView).
 #pragma once
+
+#include <dirent.h>
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/filters.hpp"
 #include "monitor/archive_view.hpp"
 #include "monitor/change.hpp"
-#include "common/filters.hpp"
 
 namespace tw::monitor {
 
@@ -34,10 +39,13 @@ struct ScanRequest {
   // The archived path `dir` corresponds to: `dir` itself, or for a directory renamed from
   // A to `dir`, A (the MOVE item carries A's history; only what differs is queued).
   std::string archived_as;
-  // Also queue DELETE for archived paths beneath `dir` that no longer exist.
+  // Also queue DELETE for paths archived beneath `archived_as` that no longer exist
+  // beneath `dir` (under their new names, for a renamed directory).
   bool find_deletes = false;
-  // Paths with queued work; those changes are not queued twice. May be null.
+  // Paths with queued work; those changes are not queued twice. May be null; must
+  // outlive the walk.
   const PendingSet* pending = nullptr;
+  int priority = kLivePriority;  // of the changes found
 };
 
 struct ScanStats {
@@ -46,16 +54,59 @@ struct ScanStats {
   std::uint64_t unreadable = 0;  // directories that could not be listed
 };
 
+// Called for each directory to be entered, before its entries are read (so a watch added
+// there sees everything created after the listing starts).
+using DirectoryHook = std::function<void(const std::string& dir)>;
+
+// One scan, done a slice at a time: each step() looks at a bounded number of entries (on
+// disk, then in the archive), so a long scan can share its thread with live events. The
+// tree may change between steps; what changes is seen by the watcher as well.
+class ScanWalk {
+ public:
+  ScanWalk(const Filter& filter, ArchiveView& archive, ScanRequest request);
+  ScanWalk(const ScanWalk&) = delete;
+  ScanWalk& operator=(const ScanWalk&) = delete;
+
+  // Looks at up to `budget` entries, appending the changes found to `out`; true when the
+  // walk is finished.
+  bool step(std::size_t budget, const DirectoryHook& on_directory, std::vector<Change>& out);
+  bool done() const { return phase_ == Phase::Done; }
+  const ScanStats& stats() const { return stats_; }
+  const ScanRequest& request() const { return request_; }
+
+ private:
+  enum class Phase { Start, Walk, Deletes, Done };
+
+  void start(std::vector<Change>& out);
+  // Reads the next entry of the directory being listed (opening the next one when none
+  // is); false when nothing was left to read.
+  bool walk_one(const DirectoryHook& on_directory, std::vector<Change>& out);
+  void consider(const std::string& path, const struct stat& st, std::vector<Change>& out);
+  void check_deleted(const std::string& archived, std::vector<Change>& out);
+  void push(std::vector<Change>& out, Change change);
+
+  const Filter& filter_;
+  ArchiveView& archive_;
+  const ScanRequest request_;
+
+  Phase phase_ = Phase::Start;
+  ScanStats stats_;
+  std::vector<std::string> dirs_;  // still to be listed, the next at the back
+  std::unique_ptr<DIR, int (*)(DIR*)> listing_{nullptr, ::closedir};
+  std::string listing_dir_;
+  std::vector<std::string> subdirs_;  // of listing_dir_, in listing order
+  std::vector<std::string> unreadable_;
+  std::vector<std::string> archived_;  // beneath archived_as, for the deletes
+  std::size_t archived_next_ = 0;
+  std::string deleted_dir_;  // the last DELETE queued: what is beneath it is covered
+};
+
 class Scanner {
  public:
-  // Called for each directory to be entered, before its entries are read (so a watch
-  // added there sees everything created after the listing starts).
-  using DirectoryHook = std::function<void(const std::string& dir)>;
-
   Scanner(const Filter& filter, ArchiveView& archive) : filter_(filter), archive_(archive) {}
 
-  // Appends the changes found to `out`. Stops early (returning what it has) when `cancel`
-  // becomes true.
+  // The whole scan at once. Appends the changes found to `out`. Stops early (returning
+  // what it has) when `cancel` becomes true.
   ScanStats scan(const ScanRequest& request, const DirectoryHook& on_directory,
                  std::vector<Change>& out, const std::atomic<bool>* cancel = nullptr);
 

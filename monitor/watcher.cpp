@@ -24,6 +24,13 @@ constexpr std::uint32_t kWatchMask = IN_CREATE | IN_CLOSE_WRITE | IN_ATTRIB | IN
 // Changes handed to the batcher at once during a long scan.
 constexpr std::size_t kHandOver = 5000;
 constexpr auto kLimitErrorEvery = std::chrono::seconds(60);
+// Entry events that change the mtime of the directory they happen in.
+constexpr std::uint32_t kEntryEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO;
+// Entries the periodic rescan looks at between two looks at the clock.
+constexpr std::size_t kRescanStep = 32;
+// How long a file MOVE's destination counts as "moved here lately" for the next rename.
+constexpr auto kMovedHereFor = std::chrono::seconds(10);
+constexpr std::size_t kMovedHereMax = 4096;
 
 std::string show(std::string_view path) { return escape_bytes(path); }
 
@@ -120,7 +127,7 @@ void Watcher::catch_up() {
   for (const auto& root : filter_.roots()) {
     if (stopping_.load()) return;
     struct stat st {};
-    if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       spdlog::error("source directory {} is missing or not a directory; checking every {} s for it",
                     show(root), options_.rescan_unwatched.count() / 1000.0);
       lost_roots_.insert(root);
@@ -131,6 +138,7 @@ void Watcher::catch_up() {
     flush();
   }
   next_retry_ = Clock::now() + options_.rescan_unwatched;
+  if (options_.rescan_interval.count() > 0) next_rescan_ = Clock::now() + options_.rescan_interval;
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   spdlog::info(
       "catch-up: {} entries in {} source directories scanned in {:.2f} s; {} changes "
@@ -152,6 +160,8 @@ std::chrono::milliseconds Watcher::next_timeout(std::chrono::milliseconds limit)
     timeout = std::min(timeout, until(move.seen + options_.move_grace));
   }
   if (!unwatched_.empty() || !lost_roots_.empty()) timeout = std::min(timeout, until(next_retry_));
+  if (pass_) return std::chrono::milliseconds(0);  // a slice of the rescan waits
+  if (next_rescan_ != Clock::time_point::max()) timeout = std::min(timeout, until(next_rescan_));
   return timeout;
 }
 
@@ -165,6 +175,7 @@ void Watcher::run_once(std::chrono::milliseconds limit) {
   events_.fetch_add(static_cast<std::int64_t>(events.size()));
   for (const auto& event : events) handle(event);
   resolve_moves(false);
+  queue_touched_dirs();
   if (overflowed_) {
     overflowed_ = false;
     rescan_all("the inotify event queue overflowed (events were lost)");
@@ -172,6 +183,7 @@ void Watcher::run_once(std::chrono::milliseconds limit) {
   if ((!unwatched_.empty() || !lost_roots_.empty()) && Clock::now() >= next_retry_) {
     retry_unwatched();
   }
+  if (pass_ || Clock::now() >= next_rescan_) rescan_some();
   flush();
   publish();
 }
@@ -209,6 +221,7 @@ void Watcher::handle(const RawEvent& event) {
   }
   const std::string path = join_path(dir, event.name);
   const bool is_dir = (event.mask & IN_ISDIR) != 0;
+  if (event.mask & kEntryEvents) touched_dirs_.insert(dir);
   if (event.mask & IN_MOVED_FROM) {
     moves_[event.cookie] = {path, is_dir, Clock::now()};
     return;
@@ -292,13 +305,20 @@ void Watcher::on_move(const std::string& from, const std::string& to, bool is_di
     rename_watches(from, to);
     emit(Change::move(from, to, true));
     // What the moved tree holds that the archive lacks under the old name (written just
-    // before the rename, or not archived yet) is queued under the new name.
-    scan(to, from, false, nullptr);
+    // before the rename, or not archived yet) is queued under the new name, and what is
+    // archived under the old name but gone is deleted under the new one.
+    scan(to, from, true, nullptr);
     return;
   }
   struct stat st {};
   const bool present = ::lstat(to.c_str(), &st) == 0;
   const auto live = archive_.live(from);
+  if (!live && moved_here_lately(from)) {
+    // The second rename of a chain: the batcher makes one MOVE of the two.
+    emit(Change::move(from, to));
+    remember_moved_here(to);
+    return;
+  }
   if (!live) {
     // Nothing archived under the old name: archive the file under the new one.
     if (present && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) && !filter_.too_big(st)) {
@@ -310,6 +330,7 @@ void Watcher::on_move(const std::string& from, const std::string& to, bool is_di
   }
   if (present && filter_.too_big(st)) return on_moved_out(from, false);
   emit(Change::move(from, to));
+  remember_moved_here(to);
   if (!present) return;  // moved on already: the next event says where
   const Difference d = compare(to, st, &*live);
   if (d == Difference::None) return;
@@ -336,6 +357,37 @@ void Watcher::on_moved_out(const std::string& path, bool is_dir) {
   if (filter_.excluded(path)) return;
   if (is_dir) unwatch_within(path);
   emit(Change::remove(path, is_dir));
+}
+
+// A STAT of each directory whose entries changed: the archiver's look records its new
+// mtime (and tombstones what left it). A directory gone or renamed meanwhile has changes of
+// its own (DELETE, MOVE) that cover it.
+void Watcher::queue_touched_dirs() {
+  for (const auto& dir : touched_dirs_) {
+    struct stat st {};
+    if (filter_.excluded(dir) || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    Change c = Change::stat(dir, true);
+    describe(c, st);
+    emit(std::move(c));
+  }
+  touched_dirs_.clear();
+}
+
+// Where file MOVEs went lately (a few seconds' worth, at most kMovedHereMax of them).
+void Watcher::remember_moved_here(const std::string& path) {
+  const auto now = Clock::now();
+  if (moved_here_.size() >= kMovedHereMax) {
+    for (auto it = moved_here_.begin(); it != moved_here_.end();) {
+      it = (now - it->second > kMovedHereFor) ? moved_here_.erase(it) : std::next(it);
+    }
+    if (moved_here_.size() >= kMovedHereMax) moved_here_.clear();  // a storm of renames
+  }
+  moved_here_[path] = now;
+}
+
+bool Watcher::moved_here_lately(const std::string& path) const {
+  const auto it = moved_here_.find(path);
+  return it != moved_here_.end() && Clock::now() - it->second <= kMovedHereFor;
 }
 
 // First halves of renames whose second half did not come: moved out of our trees.
@@ -410,6 +462,50 @@ void Watcher::rescan_all(const char* why) {
                std::chrono::duration<double>(Clock::now() - started).count(), wd_path_.size());
 }
 
+// One slice of the periodic rescan (starting one when it is due): at most rescan_slice of
+// work, then back to the events.
+void Watcher::rescan_some() {
+  const auto& roots = filter_.roots();
+  if (!pass_) {
+    rescans_.fetch_add(1);
+    spdlog::info("periodic rescan: reconciling every source directory against the archive");
+    flush();
+    pass_.emplace();
+    pass_->started = Clock::now();
+    pass_->pending = lookup_pending();
+    next_rescan_ = pass_->started + options_.rescan_interval;
+  }
+  const auto deadline = Clock::now() + options_.rescan_slice;
+  std::vector<Change> found;
+  while (Clock::now() < deadline && !stopping_.load()) {
+    if (!pass_->walk) {
+      if (pass_->next_root == roots.size()) {
+        for (auto& c : found) emit(std::move(c));
+        spdlog::info("periodic rescan done in {:.2f} s: {} entries, {} changes queued",
+                     std::chrono::duration<double>(Clock::now() - pass_->started).count(),
+                     pass_->totals.entries, pass_->totals.changes);
+        pass_.reset();
+        return;
+      }
+      const std::string& root = roots[pass_->next_root++];
+      if (lost_roots_.count(root)) continue;
+      pass_->walk = std::make_unique<ScanWalk>(
+          filter_, archive_,
+          ScanRequest{root, root, true, pass_->pending ? &*pass_->pending : nullptr,
+                      kRescanPriority});
+    }
+    if (pass_->walk->step(
+            kRescanStep, [this](const std::string& d) { watch(d); }, found)) {
+      const auto& s = pass_->walk->stats();
+      pass_->totals.entries += s.entries;
+      pass_->totals.changes += s.changes;
+      pass_->totals.unreadable += s.unreadable;
+      pass_->walk.reset();
+    }
+  }
+  for (auto& c : found) emit(std::move(c));
+}
+
 void Watcher::retry_unwatched() {
   next_retry_ = Clock::now() + options_.rescan_unwatched;
   std::optional<PendingSet> pending;
@@ -424,7 +520,7 @@ void Watcher::retry_unwatched() {
   };
   for (auto it = lost_roots_.begin(); it != lost_roots_.end();) {
     struct stat st {};
-    if (::stat(it->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (::lstat(it->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       ++it;
       continue;
     }
@@ -459,8 +555,9 @@ void Watcher::retry_unwatched() {
 }
 
 bool Watcher::watch(const std::string& dir) {
-  const std::uint32_t mask =
-      kWatchMask | (is_root(dir) ? 0u : static_cast<std::uint32_t>(IN_DONT_FOLLOW));
+  // Every directory, the source directories too (resolved when the monitor started), is
+  // watched as itself: a link put in its place is not followed.
+  const std::uint32_t mask = kWatchMask | IN_DONT_FOLLOW;
   const int wd = source_->add_watch(dir, mask);
   if (wd >= 0) {
     auto [it, inserted] = wd_path_.try_emplace(wd, dir);

@@ -11,14 +11,30 @@
 //   - new regular file: queued when its writer closes it (close-after-write), so a slow
 //     writer does not leave a half-written version; a new hard link or symlink at once;
 //   - close-after-write: UPDATE; attribute change: STAT; delete: DELETE;
+//   - an entry created, deleted or renamed in a directory D (the root of a source
+//     included, the entry excluded or not) changes D's mtime: a STAT of D, one per D for
+//     the events read together (and the batcher folds those of one window);
 //   - rename with both ends watched (paired by cookie): one MOVE (the history follows the
-//     file), plus UPDATE/STAT of what the new name holds that the archive lacks;
+//     file), plus UPDATE/STAT of what the new name holds that the archive lacks under the
+//     old one. A file whose old name was never archived is queued as UPDATE of the new
+//     name, unless that old name is where a MOVE queued moments ago took it (`mv a b; mv b
+//     c`): then it is a MOVE too, and the batcher makes one MOVE a->c of the two. After a
+//     directory is renamed A->B, B is scanned against what is archived beneath A: UPDATE
+//     or STAT of what differs or was never archived, and DELETE (under the new name) of
+//     what is archived beneath A but no longer beneath B. The archiver's reconciling MOVE
+//     already tombstones those; the DELETE keeps the archive right with an archiver that
+//     copies histories without looking, and costs nothing otherwise;
 //   - moved out of the watched tree (or into an excluded name): DELETE; moved in: UPDATE of
 //     everything under it;
 //   - queue overflow (IN_Q_OVERFLOW): a rescan of every source directory against the
 //     archive; a watch that cannot be added: that directory is scanned now and rescanned
 //     every `rescan_unwatched` until its watch succeeds. Running out of watches
 //     (fs.inotify.max_user_watches) is logged as an error naming the limit to raise.
+//   - every `rescan_interval` (0: never): the periodic rescan, a reconcile of every source
+//     directory against the archive that repairs whatever was missed without a restart.
+//     It works in slices of at most `rescan_slice` between two reads of events, so live
+//     changes are never held up by it for longer than one slice, and its changes carry
+//     kRescanPriority (the `priority` strategy claims live changes first).
 // Links are never followed; fifos, sockets and devices are not queued; filters apply.
 // At start, catch_up() scans every source directory against the archive and queues only
 // what changed while the monitor was stopped.
@@ -38,10 +54,10 @@
 #include <vector>
 
 #include "common/fd.hpp"
+#include "common/filters.hpp"
 #include "monitor/archive_view.hpp"
 #include "monitor/event_batcher.hpp"
 #include "monitor/event_source.hpp"
-#include "common/filters.hpp"
 #include "monitor/scanner.hpp"
 
 namespace tw::monitor {
@@ -56,7 +72,7 @@ struct WatcherStats {
   std::int64_t unwatched = 0;  // directories that could not be watched (polled instead)
   std::int64_t events = 0;
   std::int64_t changes = 0;
-  std::int64_t rescans = 0;  // overflows and other full rescans
+  std::int64_t rescans = 0;  // overflows, periodic and other full rescans (started)
   bool catchup_done = false;
   bool failed = false;  // watching stopped on an unexpected error (logged)
 };
@@ -69,6 +85,10 @@ class Watcher {
     std::chrono::milliseconds rescan_unwatched{30000};
     // How long the first half of a rename waits for its second half.
     std::chrono::milliseconds move_grace{20};
+    // The periodic rescan (rescan_interval); 0: never.
+    std::chrono::milliseconds rescan_interval{0};
+    // The longest one slice of it keeps the watcher's thread from reading events.
+    std::chrono::milliseconds rescan_slice{20};
   };
 
   // The roots are filter.roots(). `notify` runs on the watcher's thread when the catch-up
@@ -97,6 +117,14 @@ class Watcher {
     bool is_dir = false;
     Clock::time_point seen;
   };
+  // A periodic rescan under way: one walk per source directory, in turn.
+  struct RescanPass {
+    std::optional<PendingSet> pending;
+    std::size_t next_root = 0;
+    std::unique_ptr<ScanWalk> walk;
+    Clock::time_point started;
+    ScanStats totals;
+  };
 
   void run();
   void handle(const RawEvent& event);
@@ -111,7 +139,11 @@ class Watcher {
   ScanStats scan(const std::string& dir, const std::string& archived_as, bool find_deletes,
                  const PendingSet* pending);
   void rescan_all(const char* why);
+  void rescan_some();
   void retry_unwatched();
+  void queue_touched_dirs();
+  void remember_moved_here(const std::string& path);
+  bool moved_here_lately(const std::string& path) const;
   bool watch(const std::string& dir);
   void unwatch_within(const std::string& dir);
   void rename_watches(const std::string& from, const std::string& to);
@@ -140,6 +172,10 @@ class Watcher {
   std::set<std::string> lost_roots_;                      // source directories that are missing
   std::unordered_map<std::uint32_t, PendingMove> moves_;  // first halves of renames, by cookie
   std::vector<Change> out_;                               // changes not yet handed to the batcher
+  std::set<std::string> touched_dirs_;  // whose entries changed in the events being handled
+  std::map<std::string, Clock::time_point> moved_here_;  // where file MOVEs went lately
+  std::optional<RescanPass> pass_;
+  Clock::time_point next_rescan_ = Clock::time_point::max();
   bool overflowed_ = false;
   Clock::time_point next_retry_{};
   Clock::time_point last_limit_error_{};

@@ -53,52 +53,99 @@ TEST(EventBatcher, DeleteWinsAndARecreatedPathIsAnUpdate) {
   EXPECT_EQ(show(b.take()), "UPDATE:/s/a");
 }
 
-TEST(EventBatcher, DeletingADirectoryDropsTheWaitingChangesBeneathIt) {
+TEST(EventBatcher, DeletingADirectoryDropsTheWaitingChangesBeneathItButNoMove) {
   EventBatcher b({100ms, 1000});
   b.add(Change::update("/s/d/x"));
   b.add(Change::update("/s/d-sibling"));
   b.add(Change::remove("/s/d/y"));
   b.add(Change::update("/s/d/e/z"));
+  b.add(Change::move("/s/d/m", "/s/out"));
+  b.add(Change::move("/s/in", "/s/d/n"));
   b.add(Change::remove("/s/d", true));
   b.add(Change::update("/s/d/new"));  // after the delete: kept, after it
-  EXPECT_EQ(show(b.take()), "UPDATE:/s/d-sibling DELETE:/s/d UPDATE:/s/d/new");
+  EXPECT_EQ(show(b.take()),
+            "UPDATE:/s/d-sibling MOVE:/s/d/m>/s/out MOVE:/s/in>/s/d/n DELETE:/s/d UPDATE:/s/d/new");
 }
 
-TEST(EventBatcher, MoveDropsWaitingChangesOfBothNames) {
+TEST(EventBatcher, MoveDropsWaitingChangesOfItsSourceAndKeepsThoseOfItsDestination) {
   EventBatcher b({100ms, 1000});
   b.add(Change::update("/s/a"));
-  b.add(Change::update("/s/b"));
+  b.add(Change::update("/s/b"));  // an older b, replaced by the rename: reconciled by this
+  b.add(Change::move("/s/a", "/s/b"));
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/b MOVE:/s/a>/s/b");
+  b.add(Change::update("/s/a"));
   b.add(Change::move("/s/a", "/s/b"));
   b.add(Change::update("/s/b"));  // the watcher's follow-up: kept after the move
   EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/b UPDATE:/s/b");
 }
 
-TEST(EventBatcher, DirectoryMoveDropsChangesBeneathTheOldName) {
+TEST(EventBatcher, DirectoryMoveDropsChangesBeneathTheOldNameAndKeepsThoseBeneathTheNew) {
   EventBatcher b({100ms, 1000});
   b.add(Change::update("/s/d/f"));
+  b.add(Change::remove("/s/e/old"));  // emptied e before d was renamed over it
   b.add(Change::update("/s/other"));
   b.add(Change::move("/s/d", "/s/e", true));
-  EXPECT_EQ(show(b.take()), "UPDATE:/s/other MOVE:/s/d>/s/e");
+  EXPECT_EQ(show(b.take()), "DELETE:/s/e/old UPDATE:/s/other MOVE:/s/d>/s/e");
 }
 
-TEST(EventBatcher, ChainedMovesBecomeOneAndAMoveBackDisappears) {
+TEST(EventBatcher, ChainedMovesBecomeOneAndTheMiddleNameIsReconciled) {
   EventBatcher b({100ms, 1000});
   b.add(Change::move("/s/a", "/s/b"));
+  b.add(Change::update("/s/b"));  // written while at b: the MOVE to c looks at it
   b.add(Change::move("/s/b", "/s/c"));
-  EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/c");
+  EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/c DELETE:/s/b");
   b.add(Change::move("/s/a", "/s/b"));
   b.add(Change::move("/s/b", "/s/a"));
-  EXPECT_EQ(show(b.take()), "");
+  EXPECT_EQ(show(b.take()), "UPDATE:/s/a DELETE:/s/b");
+  b.add(Change::move("/s/A", "/s/B", true));
+  b.add(Change::update("/s/B/x"));
+  b.add(Change::move("/s/B", "/s/C", true));
+  EXPECT_EQ(show(b.take()), "MOVE:/s/A>/s/C DELETE:/s/B");
 }
 
-TEST(EventBatcher, AMovedPathDeletedAgainIsADeleteOfItsOldName) {
+// mv log log.1; echo new > log; rm log.1
+TEST(EventBatcher, RotatedLogKeepsTheNewFileUnderTheOldName) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::move("/s/log", "/s/log.1"));
+  b.add(Change::update("/s/log"));
+  b.add(Change::remove("/s/log.1"));
+  EXPECT_EQ(show(b.take()), "MOVE:/s/log>/s/log.1 UPDATE:/s/log DELETE:/s/log.1");
+}
+
+TEST(EventBatcher, AMovedPathDeletedAgainKeepsItsMove) {
   EventBatcher b({100ms, 1000});
   b.add(Change::move("/s/a", "/s/b"));
-  b.add(Change::remove("/s/b"));  // (b may have had a history of its own before)
-  EXPECT_EQ(show(b.take()), "DELETE:/s/a DELETE:/s/b");
+  b.add(Change::remove("/s/b"));
+  EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/b DELETE:/s/b");
   b.add(Change::move("/s/a", "/s/d/b"));
+  b.add(Change::remove("/s/d/b"));
   b.add(Change::remove("/s/d", true));
-  EXPECT_EQ(show(b.take()), "DELETE:/s/a DELETE:/s/d");
+  EXPECT_EQ(show(b.take()), "MOVE:/s/a>/s/d/b DELETE:/s/d");
+}
+
+// mv X D/X; mkdir X; echo n > X/n; rm -r D: the new X and its entry survive the DELETE of D.
+TEST(EventBatcher, ADirectoryMadeAgainUnderAMovedAwayNameKeepsItsNewEntries) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::move("/s/X", "/s/D/X", true));
+  b.add(Change::update("/s/X", true));
+  b.add(Change::update("/s/X/n"));
+  b.add(Change::remove("/s/D/X/old"));
+  b.add(Change::remove("/s/D/X", true));
+  b.add(Change::remove("/s/D", true));
+  EXPECT_EQ(show(b.take()), "MOVE:/s/X>/s/D/X UPDATE:/s/X UPDATE:/s/X/n DELETE:/s/D");
+}
+
+TEST(EventBatcher, AFoldedChangeKeepsTheHigherPriority) {
+  EventBatcher b({100ms, 1000});
+  Change rescan = Change::update("/s/a");
+  rescan.priority = kRescanPriority;
+  b.add(rescan);
+  b.add(Change::stat("/s/a"));
+  b.add(rescan);
+  const auto taken = b.take();
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].op, Op::Update);
+  EXPECT_EQ(taken[0].priority, kLivePriority);
 }
 
 TEST(EventBatcher, DueAfterTheDelayFromTheFirstChangeOrAtOnceWhenFull) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -105,6 +106,7 @@ TEST_F(ScannerTest, OnlyWhatChangedIsQueued) {
   EXPECT_EQ(scan(), (std::vector<std::string>{
                         "DELETE " + path("d"),  // one DELETE for the whole gone subtree
                         "DELETE " + path("gone"),
+                        "STAT " + src_,  // entries came and went: its mtime changed
                         "STAT " + path("mode"),
                         "UPDATE " + path("content"),
                         "UPDATE " + path("link"),
@@ -133,7 +135,7 @@ TEST_F(ScannerTest, WorkAlreadyQueuedIsNotQueuedTwice) {
   PendingSet pending;
   pending.paths[path("a")] = PendingSet::kUpdate;
   pending.paths[path("b")] = PendingSet::kDelete;
-  EXPECT_EQ(scan({}, &pending), std::vector<std::string>{"UPDATE " + path("c")});
+  EXPECT_EQ(scan({}, &pending), (std::vector<std::string>{"STAT " + src_, "UPDATE " + path("c")}));
 }
 
 TEST_F(ScannerTest, LinksAreNotFollowedAndSpecialFilesNotQueued) {
@@ -148,20 +150,32 @@ TEST_F(ScannerTest, LinksAreNotFollowedAndSpecialFilesNotQueued) {
   EXPECT_EQ(dirs, (std::vector<std::string>{src_, path("real")}));  // never the link's target
 }
 
-TEST_F(ScannerTest, ASourceDirectoryGivenAsALinkIsFollowedOnce) {
+TEST_F(ScannerTest, ASourceDirectoryGivenAsALinkIsResolvedOnceAndALinkIsNeverEntered) {
   write("f", "1");
   const std::string link = (dir_ / "src-link").string();
   fs::create_directory_symlink(src_, link);
+  Config config;
+  config.source_dirs = {link};
+  config.backup_root = link + "/archive-inside";
+  config.exclude = {link + "/skip/*"};
+  const Filter resolved = Filter::from_config(config);
+  const std::string real = fs::canonical(src_).string();
+  ASSERT_EQ(resolved.roots(), std::vector<std::string>{real});
+  EXPECT_TRUE(resolved.excluded(real + "/archive-inside/x")) << "the backup root, resolved too";
+  EXPECT_TRUE(resolved.excluded(real + "/skip/x")) << "an absolute glob follows its root";
+  EXPECT_FALSE(resolved.excluded(real + "/f"));
+  EXPECT_EQ(scan(resolved), (std::vector<std::string>{"UPDATE " + real, "UPDATE " + real + "/f"}));
+  // A walk that finds a link where a directory should be (a source directory replaced by
+  // one after the start) enters nothing: the archiver would see nothing there.
   ArchiveView view((dir_ / "archive").string());
-  const Filter filter({link}, {}, {}, 0);
-  Scanner scanner(filter, view);
+  const Filter unresolved({link}, {}, {}, 0);
+  Scanner scanner(unresolved, view);
   std::vector<Change> changes;
   std::vector<std::string> dirs;
   scanner.scan(
       {link, link, true, nullptr}, [&](const std::string& d) { dirs.push_back(d); }, changes);
-  ASSERT_EQ(changes.size(), 1u);  // the file; not the link itself
-  EXPECT_EQ(changes[0].path, link + "/f");
-  EXPECT_EQ(dirs, std::vector<std::string>{link});
+  EXPECT_TRUE(changes.empty());
+  EXPECT_TRUE(dirs.empty());
 }
 
 TEST_F(ScannerTest, FiltersApplyAndExcludedDirectoriesAreNotEntered) {
@@ -205,8 +219,52 @@ TEST_F(ScannerTest, ARenamedDirectoryIsComparedWithItsOldName) {
   std::vector<std::string> out;
   for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
   std::sort(out.begin(), out.end());
-  EXPECT_EQ(out, (std::vector<std::string>{"UPDATE " + path("new/added"),
+  EXPECT_EQ(out, (std::vector<std::string>{"STAT " + path("new"), "UPDATE " + path("new/added"),
                                            "UPDATE " + path("new/edited")}));
+}
+
+TEST_F(ScannerTest, ARenamedDirectoryLosesUnderItsNewNameWhatLeftTheOldOne) {
+  write("old/kept", "1");
+  write("old/gone", "1");
+  write("old/sub/x", "1");
+  archive_all();
+  fs::remove(path("old/gone"));
+  fs::remove_all(path("old/sub"));
+  fs::rename(path("old"), path("new"));
+  ArchiveView view((dir_ / "archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  Scanner scanner(filter, view);
+  std::vector<Change> changes;
+  scanner.scan({path("new"), path("old"), true, nullptr}, {}, changes);
+  std::vector<std::string> out;
+  for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"DELETE " + path("new/gone"),
+                                           "DELETE " + path("new/sub"), "STAT " + path("new")}));
+}
+
+TEST_F(ScannerTest, AWalkInSlicesFindsWhatAWholeScanFinds) {
+  for (int i = 0; i < 40; ++i) write(fmt::format("d{}/f{}", i % 4, i), "1");
+  write("gone/x", "1");
+  archive_all();
+  fs::remove_all(path("gone"));
+  for (int i = 0; i < 40; i += 3) write(fmt::format("d{}/f{}", i % 4, i), "changed");
+  const auto whole = scan();
+  ArchiveView view((dir_ / "archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  ScanWalk walk(filter, view, {src_, src_, true, nullptr, kRescanPriority});
+  std::vector<Change> changes;
+  int steps = 0;
+  while (!walk.step(3, {}, changes)) ++steps;
+  EXPECT_GT(steps, 15);  // 46 entries on disk, 47 archived: three at a time
+  std::vector<std::string> out;
+  for (const auto& c : changes) {
+    out.push_back(std::string(to_string(c.op)) + " " + c.path);
+    EXPECT_EQ(c.priority, kRescanPriority);
+  }
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, whole);
+  EXPECT_EQ(walk.stats().changes, whole.size());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
@@ -52,6 +53,8 @@ class FaultySource final : public EventSource {
 
   // The next events read are lost, replaced by one IN_Q_OVERFLOW.
   void lose_next_events() { lose_events_ = true; }
+  // The events waiting now are lost without a trace (as if a change had slipped through).
+  void swallow_waiting_events() { lost_ += real_.read_events().size(); }
   void fail_watches_within(const std::string& dir, int error) {
     std::lock_guard lock(mutex_);
     failing_.emplace_back(dir, error);
@@ -93,18 +96,26 @@ class WatcherTest : public ::testing::Test {
   std::string path(const std::string& name) const { return src_ + "/" + name; }
 
   void start(std::vector<std::string> exclude = {}, std::uint64_t max_size = 0,
-             PendingLookup pending = {}) {
-    filter_ = std::make_unique<Filter>(std::vector<std::string>{src_}, std::move(exclude),
-                                       std::vector<std::string>{}, max_size);
+             PendingLookup pending = {}, Watcher::Options options = fast()) {
+    start_with(std::make_unique<Filter>(std::vector<std::string>{src_}, std::move(exclude),
+                                        std::vector<std::string>{}, max_size),
+               std::move(pending), options);
+  }
+  void start_with(std::unique_ptr<Filter> filter, PendingLookup pending = {},
+                  Watcher::Options options = fast()) {
+    filter_ = std::move(filter);
     auto source = std::make_unique<FaultySource>();
     source_ = source.get();
     view_ = std::make_unique<ArchiveView>(archive_root());
-    Watcher::Options options;
-    options.rescan_unwatched = 200ms;
     watcher_ = std::make_unique<Watcher>(options, std::move(source), *filter_, *view_, batcher_,
                                          std::move(pending));
     watcher_->catch_up();
     collect();
+  }
+  static Watcher::Options fast() {
+    Watcher::Options options;
+    options.rescan_unwatched = 200ms;
+    return options;
   }
 
   // Archives `names` now (what the archivers would have done).
@@ -149,6 +160,12 @@ class WatcherTest : public ::testing::Test {
   std::vector<std::string> pump_for(std::chrono::milliseconds how_long) {
     return pump_until([](const auto&) { return false; }, how_long);
   }
+  // Sorted, each line once (a directory touched in two reads of events gets two STATs).
+  static std::vector<std::string> sorted(std::vector<std::string> lines) {
+    std::sort(lines.begin(), lines.end());
+    lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+    return lines;
+  }
   static bool has(const std::vector<std::string>& lines, const std::string& line) {
     return std::find(lines.begin(), lines.end(), line) != lines.end();
   }
@@ -179,14 +196,16 @@ class WatcherTest : public ::testing::Test {
 
 TEST_F(WatcherTest, CreateModifyChmodDelete) {
   start();
-  test::write_file(path("f"), "1");
-  EXPECT_EQ(pump_until(has_all({"UPDATE f"})), std::vector<std::string>{"UPDATE f"});
+  test::write_file(path("f"), "1");  // a new entry: the source directory's mtime changes
+  EXPECT_EQ(sorted(pump_until(has_all({"UPDATE f", "STAT ."}))),
+            (std::vector<std::string>{"STAT .", "UPDATE f"}));
   test::write_file(path("f"), "22");
   EXPECT_EQ(pump_until(has_all({"UPDATE f"})), std::vector<std::string>{"UPDATE f"});
   ASSERT_EQ(::chmod(path("f").c_str(), 0600), 0);
   EXPECT_EQ(pump_until(has_all({"STAT f"})), std::vector<std::string>{"STAT f"});
   fs::remove(path("f"));
-  EXPECT_EQ(pump_until(has_all({"DELETE f"})), std::vector<std::string>{"DELETE f"});
+  EXPECT_EQ(sorted(pump_until(has_all({"DELETE f", "STAT ."}))),
+            (std::vector<std::string>{"DELETE f", "STAT ."}));
 }
 
 TEST_F(WatcherTest, ReadingFilesQueuesNothing) {
@@ -222,7 +241,7 @@ TEST_F(WatcherTest, NewFileIsQueuedWhenClosedHardLinksAndSymlinksAtOnce) {
   const int fd = ::open(path("slow").c_str(), O_WRONLY | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::write(fd, "part", 4), 4);
-  EXPECT_EQ(pump_for(200ms), std::vector<std::string>{});  // still being written
+  EXPECT_EQ(pump_for(200ms), std::vector<std::string>{"STAT ."});  // still being written
   ::close(fd);
   EXPECT_EQ(pump_until(has_all({"UPDATE slow"})), std::vector<std::string>{"UPDATE slow"});
   ASSERT_EQ(::link(path("slow").c_str(), path("hard").c_str()), 0);
@@ -238,8 +257,21 @@ TEST_F(WatcherTest, RenameOfAnArchivedFileIsOneMove) {
   start();
   EXPECT_EQ(collect(), std::vector<std::string>{});
   fs::rename(path("a"), path("b"));
-  EXPECT_EQ(pump_until(has_all({"MOVE a>b"})), std::vector<std::string>{"MOVE a>b"});
+  EXPECT_EQ(sorted(pump_until(has_all({"MOVE a>b", "STAT ."}))),
+            (std::vector<std::string>{"MOVE a>b", "STAT ."}));
   EXPECT_EQ(pump_for(100ms), std::vector<std::string>{});
+}
+
+// mv a b; mv b c, handled together: one MOVE a->c, and b is reconciled (it may have held an
+// archived file that the first rename replaced).
+TEST_F(WatcherTest, ARenameChainIsOneMove) {
+  test::write_file(path("a"), "1");
+  archive({"", "a"});
+  start();
+  fs::rename(path("a"), path("b"));
+  fs::rename(path("b"), path("c"));
+  EXPECT_EQ(sorted(pump_until(has_all({"MOVE a>c", "STAT ."}))),
+            (std::vector<std::string>{"DELETE b", "MOVE a>c", "STAT ."}));
 }
 
 TEST_F(WatcherTest, RenameRightAfterAWriteAlsoQueuesTheNewContent) {
@@ -248,15 +280,16 @@ TEST_F(WatcherTest, RenameRightAfterAWriteAlsoQueuesTheNewContent) {
   start();
   test::write_file(path("a"), "changed");
   fs::rename(path("a"), path("b"));
-  EXPECT_EQ(pump_until(has_all({"MOVE a>b", "UPDATE b"})),
-            (std::vector<std::string>{"MOVE a>b", "UPDATE b"}));
+  EXPECT_EQ(sorted(pump_until(has_all({"MOVE a>b", "UPDATE b", "STAT ."}))),
+            (std::vector<std::string>{"MOVE a>b", "STAT .", "UPDATE b"}));
 }
 
 TEST_F(WatcherTest, RenameOfANeverArchivedFileIsAnUpdateOfTheNewName) {
   start();
   test::write_file(path("tmp"), "1");
   fs::rename(path("tmp"), path("final"));
-  EXPECT_EQ(pump_until(has_all({"UPDATE final"})), std::vector<std::string>{"UPDATE final"});
+  EXPECT_EQ(sorted(pump_until(has_all({"UPDATE final", "STAT ."}))),
+            (std::vector<std::string>{"STAT .", "UPDATE final"}));
 }
 
 TEST_F(WatcherTest, RenamedDirectoryIsOneMoveAndItsWatchesFollow) {
@@ -265,9 +298,11 @@ TEST_F(WatcherTest, RenamedDirectoryIsOneMoveAndItsWatchesFollow) {
   archive({"", "d", "d/x", "d/e", "d/e/y"});
   start();
   fs::rename(path("d"), path("n"));
-  EXPECT_EQ(pump_until(has_all({"MOVE d>n"})), std::vector<std::string>{"MOVE d>n"});
+  EXPECT_EQ(sorted(pump_until(has_all({"MOVE d>n", "STAT ."}))),
+            (std::vector<std::string>{"MOVE d>n", "STAT ."}));
   test::write_file(path("n/e/z"), "3");
-  EXPECT_EQ(pump_until(has_all({"UPDATE n/e/z"})), std::vector<std::string>{"UPDATE n/e/z"});
+  EXPECT_EQ(sorted(pump_until(has_all({"UPDATE n/e/z", "STAT n/e"}))),
+            (std::vector<std::string>{"STAT n/e", "UPDATE n/e/z"}));
 }
 
 TEST_F(WatcherTest, MovedOutIsADeleteMovedInIsAnUpdateOfEverything) {
@@ -281,9 +316,9 @@ TEST_F(WatcherTest, MovedOutIsADeleteMovedInIsAnUpdateOfEverything) {
   fs::rename(path("f"), outside_ + "/f");
   fs::rename(outside_ + "/in", path("in"));
   fs::rename(outside_ + "/g", path("g"));
-  const auto got = pump_until(has_all(
-      {"DELETE d", "DELETE f", "UPDATE in", "UPDATE in/deep", "UPDATE in/deep/y", "UPDATE g"}));
-  EXPECT_EQ(got.size(), 6u) << testing::PrintToString(got);
+  const auto got = pump_until(has_all({"DELETE d", "DELETE f", "UPDATE in", "UPDATE in/deep",
+                                       "UPDATE in/deep/y", "UPDATE g", "STAT ."}));
+  EXPECT_EQ(got.size(), 7u) << testing::PrintToString(got);
   // The moved-out directory is no longer watched.
   test::write_file(outside_ + "/d/later", "4");
   EXPECT_EQ(pump_for(200ms), std::vector<std::string>{});
@@ -293,7 +328,8 @@ TEST_F(WatcherTest, SymlinksAreNotFollowed) {
   test::write_file(outside_ + "/target/t", "1");
   start();
   fs::create_directory_symlink(outside_ + "/target", path("link"));
-  EXPECT_EQ(pump_until(has_all({"UPDATE link"})), std::vector<std::string>{"UPDATE link"});
+  EXPECT_EQ(sorted(pump_until(has_all({"UPDATE link", "STAT ."}))),
+            (std::vector<std::string>{"STAT .", "UPDATE link"}));
   test::write_file(outside_ + "/target/u", "2");
   test::write_file(path("link/v"), "3");  // written through the link: lands outside
   EXPECT_EQ(pump_for(200ms), std::vector<std::string>{});
@@ -306,7 +342,8 @@ TEST_F(WatcherTest, FiltersApply) {
   test::write_file(path("a.tmp"), "1");
   test::write_file(path("big"), std::string(11, 'x'));
   test::write_file(path("small"), "1");
-  EXPECT_EQ(pump_until(has_all({"UPDATE small"})), std::vector<std::string>{"UPDATE small"});
+  EXPECT_EQ(sorted(pump_until(has_all({"UPDATE small", "STAT ."}))),
+            (std::vector<std::string>{"STAT .", "UPDATE small"}));
   EXPECT_EQ(pump_for(100ms), std::vector<std::string>{});
 }
 
@@ -409,6 +446,137 @@ TEST_F(WatcherTest, ADeletedSourceDirectoryIsWatchedAgainWhenItComesBack) {
   EXPECT_TRUE(has(pump_until(has_all({"UPDATE b"})), "UPDATE b"));
   test::write_file(path("c"), "3");
   EXPECT_TRUE(has(pump_until(has_all({"UPDATE c"})), "UPDATE c"));
+}
+
+TEST_F(WatcherTest, EntriesCreatedRemovedOrRenamedQueueAStatOfTheirDirectory) {
+  test::write_file(path("d/gone"), "1");
+  test::write_file(path("d/renamed"), "1");
+  test::write_file(path("d/leaves"), "1");
+  fs::create_directories(path("e"));
+  archive({"", "d", "d/gone", "d/renamed", "d/leaves", "e"});
+  start({"*.tmp"});
+  test::write_file(path("d/added"), "1");
+  EXPECT_EQ(sorted(pump_until(has_all({"UPDATE d/added", "STAT d"}))),
+            (std::vector<std::string>{"STAT d", "UPDATE d/added"}));
+  fs::remove(path("d/gone"));
+  EXPECT_EQ(sorted(pump_until(has_all({"DELETE d/gone", "STAT d"}))),
+            (std::vector<std::string>{"DELETE d/gone", "STAT d"}));
+  fs::rename(path("d/renamed"), path("d/renamed.new"));
+  EXPECT_EQ(sorted(pump_until(has_all({"MOVE d/renamed>d/renamed.new", "STAT d"}))),
+            (std::vector<std::string>{"MOVE d/renamed>d/renamed.new", "STAT d"}));
+  fs::rename(path("d/leaves"), path("e/arrived"));
+  EXPECT_EQ(sorted(pump_until(has_all({"MOVE d/leaves>e/arrived", "STAT d", "STAT e"}))),
+            (std::vector<std::string>{"MOVE d/leaves>e/arrived", "STAT d", "STAT e"}));
+  // An excluded entry is not queued, but its directory's mtime changed all the same.
+  test::write_file(path("e/scratch.tmp"), "1");
+  EXPECT_EQ(pump_until(has_all({"STAT e"})), std::vector<std::string>{"STAT e"});
+  // A directory made and removed at once: its DELETE covers it, no STAT of it.
+  fs::create_directories(path("brief"));
+  fs::remove(path("brief"));
+  EXPECT_EQ(sorted(pump_until(has_all({"DELETE brief", "STAT ."}))),
+            (std::vector<std::string>{"DELETE brief", "STAT ."}));
+}
+
+// rm C/f1; mv C E, handled together: the DELETE of C/f1 is folded into the MOVE, and the
+// scan of E against what is archived beneath C queues f1's DELETE under its new name.
+TEST_F(WatcherTest, TheScanAfterADirectoryRenameDeletesWhatLeftItUnderTheNewName) {
+  test::write_file(path("C/f1"), "1");
+  test::write_file(path("C/f2"), "2");
+  test::write_file(path("C/sub/x"), "3");
+  archive({"", "C", "C/f1", "C/f2", "C/sub", "C/sub/x"});
+  start();
+  fs::remove(path("C/f1"));
+  fs::remove_all(path("C/sub"));
+  fs::rename(path("C"), path("E"));
+  EXPECT_EQ(
+      sorted(pump_until(has_all({"MOVE C>E", "DELETE E/f1", "DELETE E/sub"}))),
+      (std::vector<std::string>{"DELETE E/f1", "DELETE E/sub", "MOVE C>E", "STAT .", "STAT E"}));
+}
+
+TEST_F(WatcherTest, APeriodicRescanRepairsWhatTheArchiveMissedAtLowPriority) {
+  test::write_file(path("a"), "1");
+  test::write_file(path("d/b"), "2");
+  archive({"", "a", "d", "d/b"});
+  Watcher::Options options = fast();
+  options.rescan_interval = 300ms;
+  start({}, 0, {}, options);
+  // Changes whose events are lost without a trace.
+  test::write_file(path("a"), "changed");
+  fs::remove(path("d/b"));
+  source_->swallow_waiting_events();
+  ASSERT_GT(source_->lost(), 0u);
+  std::vector<Change> found;
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        watcher_->run_once(20ms);
+        for (auto& c : batcher_.take()) found.push_back(std::move(c));
+        return found.size() >= 3;
+      },
+      10s, 0ms));
+  std::vector<std::string> lines;
+  for (const auto& c : found) {
+    lines.push_back(std::string(to_string(c.op)) + " " + rel(c.path));
+    EXPECT_EQ(c.priority, kRescanPriority) << lines.back();
+  }
+  EXPECT_EQ(sorted(lines), (std::vector<std::string>{"DELETE d/b", "STAT d", "UPDATE a"}));
+  EXPECT_EQ(watcher_->stats().rescans, 1);
+  EXPECT_TRUE(logged("periodic rescan"));
+  // Live changes keep their priority.
+  test::write_file(path("a"), "22");
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        watcher_->run_once(20ms);
+        for (const auto& c : batcher_.take()) {
+          if (c.path == path("a")) return c.priority == kLivePriority;
+        }
+        return false;
+      },
+      10s, 0ms));
+}
+
+TEST_F(WatcherTest, APeriodicRescanWorksInSlicesBetweenLiveEvents) {
+  for (int i = 0; i < 3000; ++i) test::write_file(path(fmt::format("d{}/f{}", i % 10, i)), "x");
+  Watcher::Options options = fast();
+  options.rescan_interval = 100ms;
+  options.rescan_slice = 1ms;
+  start({}, 0, {}, options);  // (nothing is archived: the rescan finds all of it again)
+  std::size_t rescanned = 0, slices = 0;
+  bool live_seen_during_rescan = false;
+  auto longest = std::chrono::steady_clock::duration::zero();
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        const auto before = std::chrono::steady_clock::now();
+        watcher_->run_once(20ms);
+        longest = std::max(longest, std::chrono::steady_clock::now() - before);
+        std::size_t now_rescanned = 0;
+        for (const auto& c : batcher_.take()) {
+          if (c.priority == kRescanPriority) ++now_rescanned;
+          if (c.path == path("live") && c.op == Op::Update) {
+            live_seen_during_rescan = rescanned + now_rescanned < 3000;
+          }
+        }
+        if (now_rescanned > 0 && ++slices == 2) test::write_file(path("live"), "y");
+        rescanned += now_rescanned;
+        return rescanned >= 3000 + 10 + 1;  // the files, their directories, the root
+      },
+      30s, 0ms));
+  EXPECT_GT(slices, 2u);
+  EXPECT_TRUE(live_seen_during_rescan) << "the live change waited for the whole rescan";
+  EXPECT_LT(longest, 1s) << "a slice held the events up";
+}
+
+TEST_F(WatcherTest, ASourceDirectoryGivenAsALinkIsWatchedUnderItsResolvedName) {
+  const std::string link = (dir_ / "src-link").string();
+  fs::create_directory_symlink(src_, link);
+  Config config;
+  config.source_dirs = {link};
+  config.backup_root = archive_root();
+  start_with(std::make_unique<Filter>(Filter::from_config(config)));
+  ASSERT_EQ(filter_->roots(), std::vector<std::string>{fs::canonical(src_).string()});
+  test::write_file(link + "/f", "1");
+  const auto got = pump_until(has_all({"UPDATE f"}));
+  EXPECT_TRUE(has(got, "UPDATE f")) << testing::PrintToString(got);
+  for (const auto& c : got) EXPECT_EQ(c.find("src-link"), std::string::npos) << c;
 }
 
 }  // namespace
