@@ -81,6 +81,19 @@ std::string trimmed(std::string s) {
 
 }  // namespace
 
+std::vector<pid_t> running_children(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& p : live_children(parent)) out.push_back(p.pid);
+  return out;
+}
+
+bool running(pid_t pid) {
+  for (const auto& p : processes()) {
+    if (p.pid == pid) return p.state != 'Z';
+  }
+  return false;
+}
+
 std::string fault_archiver_path() {
   const char* override_path = std::getenv("TIMEWARP_TEST_FAULT_ARCHIVER_EXE");
   return override_path && *override_path ? override_path : TW_FAULT_ARCHIVER_EXE;

@@ -25,6 +25,11 @@ namespace tw::test::convergence {
 // The fault-injecting archiver proxy (TIMEWARP_TEST_FAULT_ARCHIVER_EXE overrides the built one).
 std::string fault_archiver_path();
 
+// The running (not zombie) children of `parent`, from /proc.
+std::vector<pid_t> running_children(pid_t parent);
+// Whether `pid` is a process that has not exited (a zombie has).
+bool running(pid_t pid);
+
 struct SystemSettings {
   std::string work;      // the run's directory: src/, archive/, logs
   std::string conninfo;  // the run's own database
