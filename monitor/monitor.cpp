@@ -139,6 +139,8 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
   if (!source) source = std::make_unique<InotifySource>();
   Watcher::Options watch_options;
   watch_options.rescan_interval = seconds_ms(config_.rescan_interval);
+  watch_options.unclosed_quiet =
+      std::max(std::chrono::milliseconds(100), 2 * seconds_ms(config_.event_delay));
   watcher_ = std::make_unique<Watcher>(watch_options, std::move(source), filter_, archive_,
                                        batcher_, make_pending_lookup(config_.database), [this] {
                                          const std::uint64_t one = 1;

@@ -18,9 +18,9 @@
 namespace tw::monitor {
 namespace {
 
-constexpr std::uint32_t kWatchMask = IN_CREATE | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE |
-                                     IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
-                                     IN_ONLYDIR | IN_EXCL_UNLINK;
+constexpr std::uint32_t kWatchMask = IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB |
+                                     IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
+                                     IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK;
 // Changes handed to the batcher at once during a long scan.
 constexpr std::size_t kHandOver = 5000;
 constexpr auto kLimitErrorEvery = std::chrono::seconds(60);
@@ -31,6 +31,11 @@ constexpr std::size_t kRescanStep = 32;
 // How long a file MOVE's destination counts as "moved here lately" for the next rename.
 constexpr auto kMovedHereFor = std::chrono::seconds(10);
 constexpr std::size_t kMovedHereMax = 4096;
+// A file written without being closed is queued once no write came for `unclosed_quiet`,
+// doubled each time it is queued again that way while still not closed (at most 2^8
+// times), and forgotten a minute after its last write.
+constexpr int kUnclosedMaxDoublings = 8;
+constexpr auto kUnclosedForget = std::chrono::seconds(60);
 
 std::string show(std::string_view path) { return escape_bytes(path); }
 
@@ -160,6 +165,9 @@ std::chrono::milliseconds Watcher::next_timeout(std::chrono::milliseconds limit)
     timeout = std::min(timeout, until(move.seen + options_.move_grace));
   }
   if (!unwatched_.empty() || !lost_roots_.empty()) timeout = std::min(timeout, until(next_retry_));
+  for (const auto& [path, u] : unclosed_) {
+    if (u.due != Clock::time_point::max()) timeout = std::min(timeout, until(u.due));
+  }
   if (pass_) return std::chrono::milliseconds(0);  // a slice of the rescan waits
   if (next_rescan_ != Clock::time_point::max()) timeout = std::min(timeout, until(next_rescan_));
   return timeout;
@@ -176,6 +184,7 @@ void Watcher::run_once(std::chrono::milliseconds limit) {
   for (const auto& event : events) handle(event);
   resolve_moves(false);
   queue_touched_dirs();
+  queue_unclosed();
   if (overflowed_) {
     overflowed_ = false;
     rescan_all("the inotify event queue overflowed (events were lost)");
@@ -224,6 +233,7 @@ void Watcher::handle(const RawEvent& event) {
   if (event.mask & kEntryEvents) touched_dirs_.insert(dir);
   if (event.mask & IN_MOVED_FROM) {
     moves_[event.cookie] = {path, is_dir, Clock::now()};
+    unclosed_.erase(path);
     return;
   }
   if (event.mask & IN_MOVED_TO) {
@@ -238,9 +248,13 @@ void Watcher::handle(const RawEvent& event) {
   }
   if (filter_.excluded(path)) return;
   if (event.mask & IN_CREATE) on_create(path, is_dir);
+  if (event.mask & IN_MODIFY) on_modified(path);
   if (event.mask & IN_CLOSE_WRITE) on_written(path);
   if (event.mask & IN_ATTRIB) on_attrib(path);
-  if (event.mask & IN_DELETE) emit(Change::remove(path, is_dir));
+  if (event.mask & IN_DELETE) {
+    unclosed_.erase(path);
+    emit(Change::remove(path, is_dir));
+  }
 }
 
 void Watcher::on_self_event(const std::string& dir, std::uint32_t mask) {
@@ -275,7 +289,37 @@ void Watcher::on_create(const std::string& path, bool is_dir) {
   }
 }
 
+// Written to: its close queues it, or (truncate(2), a writer that keeps the file open, a
+// write through a mapping) queue_unclosed() once the writes stop.
+void Watcher::on_modified(const std::string& path) {
+  const auto now = Clock::now();
+  Unclosed& u = unclosed_[path];
+  u.last_write = now;
+  u.due = now + options_.unclosed_quiet * (1 << std::min(u.queued, kUnclosedMaxDoublings));
+}
+
+// UPDATE of each file written to and not closed since, whose writes stopped long enough.
+void Watcher::queue_unclosed() {
+  const auto now = Clock::now();
+  for (auto it = unclosed_.begin(); it != unclosed_.end();) {
+    Unclosed& u = it->second;
+    if (u.due <= now) {
+      u.due = Clock::time_point::max();
+      ++u.queued;
+      struct stat st {};
+      if (::lstat(it->first.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !filter_.too_big(st)) {
+        Change c = Change::update(it->first);
+        describe(c, st);
+        emit(std::move(c));
+      }
+    }
+    const bool forget = u.due == Clock::time_point::max() && now - u.last_write > kUnclosedForget;
+    it = forget ? unclosed_.erase(it) : std::next(it);
+  }
+}
+
 void Watcher::on_written(const std::string& path) {
+  unclosed_.erase(path);
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return;  // gone already: its DELETE or MOVE follows
   if (!S_ISREG(st.st_mode) || filter_.too_big(st)) return;

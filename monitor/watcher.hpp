@@ -2,15 +2,23 @@
 // (through an EventSource). Runs on its own thread (start/stop), so that reading events
 // never waits for the database; what it finds goes to the EventBatcher.
 //
-// Watched: create, close-after-write, attribute change, delete, both halves of a move (never
-// open or read events, so the archivers' own reads cannot feed the queue). What each
+// Watched: create, write, close-after-write, attribute change, delete, both halves of a move
+// (never open or read events, so the archivers' own reads cannot feed the queue). What each
 // becomes:
 //   - new directory: watched first, then scanned (so `mkdir -p a/b/c && echo x > a/b/c/f`
 //     misses nothing); the directory and everything in it that the archive lacks are
 //     queued as UPDATE;
-//   - new regular file: queued when its writer closes it (close-after-write), so a slow
-//     writer does not leave a half-written version; a new hard link or symlink at once;
+//   - new regular file: queued when its writer closes it (close-after-write), so a writer
+//     that keeps writing does not leave half-written versions (or when it pauses, below);
+//     a new hard link or symlink at once;
 //   - close-after-write: UPDATE; attribute change: STAT; delete: DELETE;
+//   - a write not followed by a close (truncate(2) on the path, a writer that keeps the file
+//     open, a write through a mapping): UPDATE once no write has come for `unclosed_quiet`
+//     (the monitor uses twice event_delay, at least 100 ms). While the file stays unclosed
+//     that wait doubles each time it is queued so (up to 256 times), so a log held open and
+//     appended to for ever is archived when it pauses, not after every line. A writer that
+//     pauses that long before it closes leaves a version of what it had written so far;
+//     its close queues the whole file;
 //   - an entry created, deleted or renamed in a directory D (the root of a source
 //     included, the entry excluded or not) changes D's mtime: a STAT of D, one per D for
 //     the events read together (and the batcher folds those of one window);
@@ -89,6 +97,8 @@ class Watcher {
     std::chrono::milliseconds rescan_interval{0};
     // The longest one slice of it keeps the watcher's thread from reading events.
     std::chrono::milliseconds rescan_slice{20};
+    // How long a file written to and not closed must see no write before it is queued.
+    std::chrono::milliseconds unclosed_quiet{200};
   };
 
   // The roots are filter.roots(). `notify` runs on the watcher's thread when the catch-up
@@ -117,6 +127,12 @@ class Watcher {
     bool is_dir = false;
     Clock::time_point seen;
   };
+  // A file written to and not closed since.
+  struct Unclosed {
+    Clock::time_point last_write;
+    Clock::time_point due = Clock::time_point::max();  // max: queued, waiting for a write
+    int queued = 0;                                    // times queued while not closed
+  };
   // A periodic rescan under way: one walk per source directory, in turn.
   struct RescanPass {
     std::optional<PendingSet> pending;
@@ -130,6 +146,7 @@ class Watcher {
   void handle(const RawEvent& event);
   void on_self_event(const std::string& dir, std::uint32_t mask);
   void on_create(const std::string& path, bool is_dir);
+  void on_modified(const std::string& path);
   void on_written(const std::string& path);
   void on_attrib(const std::string& path);
   void on_move(const std::string& from, const std::string& to, bool is_dir);
@@ -142,6 +159,7 @@ class Watcher {
   void rescan_some();
   void retry_unwatched();
   void queue_touched_dirs();
+  void queue_unclosed();
   void remember_moved_here(const std::string& path);
   bool moved_here_lately(const std::string& path) const;
   bool watch(const std::string& dir);
@@ -174,6 +192,7 @@ class Watcher {
   std::vector<Change> out_;                               // changes not yet handed to the batcher
   std::set<std::string> touched_dirs_;  // whose entries changed in the events being handled
   std::map<std::string, Clock::time_point> moved_here_;  // where file MOVEs went lately
+  std::unordered_map<std::string, Unclosed> unclosed_;
   std::optional<RescanPass> pass_;
   Clock::time_point next_rescan_ = Clock::time_point::max();
   bool overflowed_ = false;

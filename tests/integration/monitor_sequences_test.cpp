@@ -3,7 +3,9 @@
 // `timewarp restore` of the whole source gives back exactly what is on disk - names, bytes,
 // types, modes, owners and the mtimes of files and directories (DESIGN.md, "Convergence").
 // Each test is one pattern the event batching or the watcher once got wrong.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -154,6 +156,21 @@ TEST_F(MonitorSequences, DirectoryReplacedByAFile) {
     fs::remove_all(p("F"));
     test::write_file(p("F"), "x");
   });
+}
+
+// truncate(2) on the path: a write with no open and no close.
+TEST_F(MonitorSequences, FileTruncatedByItsPath) {
+  given([&] { test::write_file(p("data"), "0123456789abcdef"); });
+  expect_converges_after([&] { ASSERT_EQ(::truncate(p("data").c_str(), 5), 0); });
+}
+
+// A writer that keeps its file open: what it wrote is archived once it pauses.
+TEST_F(MonitorSequences, FileWrittenAndKeptOpen) {
+  given([&] { test::write_file(p("service.log"), "started\n"); });
+  const int fd = ::open(p("service.log").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  expect_converges_after([&] { ASSERT_EQ(::write(fd, "request 1\n", 10), 10); });
+  ::close(fd);
 }
 
 // Every entry created, removed or renamed changes its directory's mtime; the restored

@@ -208,6 +208,44 @@ TEST_F(WatcherTest, CreateModifyChmodDelete) {
             (std::vector<std::string>{"DELETE f", "STAT ."}));
 }
 
+TEST_F(WatcherTest, ATruncateOnThePathIsQueuedWhenTheWritesStop) {
+  test::write_file(path("f"), "some content");
+  archive({"", "f"});
+  start();
+  ASSERT_EQ(::truncate(path("f").c_str(), 4), 0);  // no open, no close: only a write event
+  EXPECT_EQ(pump_until(has_all({"UPDATE f"}), 5s), std::vector<std::string>{"UPDATE f"});
+  EXPECT_EQ(pump_for(300ms), std::vector<std::string>{});
+}
+
+// A writer that keeps its file open (a log) is queued when it pauses, and less often the
+// longer it stays open; its close queues it once more.
+TEST_F(WatcherTest, AFileKeptOpenIsQueuedWhenItsWriterPauses) {
+  test::write_file(path("log"), "");
+  archive({"", "log"});
+  start();
+  const int fd = ::open(path("log").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  // Writes 50 ms apart: no pause of 200 ms, so nothing until they stop.
+  std::vector<std::string> during;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(::write(fd, "line\n", 5), 5);
+    for (auto& line : pump_for(50ms)) during.push_back(line);
+  }
+  EXPECT_EQ(during, std::vector<std::string>{});
+  EXPECT_EQ(pump_until(has_all({"UPDATE log"}), 5s), std::vector<std::string>{"UPDATE log"});
+  // Queued once already and still open: now a pause must last 400 ms. Writes 150 ms apart
+  // queue nothing until they stop.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(::write(fd, "line\n", 5), 5);
+    for (auto& line : pump_for(150ms)) during.push_back(line);
+  }
+  EXPECT_EQ(during, std::vector<std::string>{});
+  EXPECT_EQ(pump_until(has_all({"UPDATE log"}), 5s), std::vector<std::string>{"UPDATE log"});
+  ::close(fd);
+  EXPECT_EQ(pump_until(has_all({"UPDATE log"}), 5s), std::vector<std::string>{"UPDATE log"});
+  EXPECT_EQ(pump_for(600ms), std::vector<std::string>{}) << "the close ended the waiting";
+}
+
 TEST_F(WatcherTest, ReadingFilesQueuesNothing) {
   test::write_file(path("f"), "content");
   start();
@@ -240,8 +278,12 @@ TEST_F(WatcherTest, NewFileIsQueuedWhenClosedHardLinksAndSymlinksAtOnce) {
   start();
   const int fd = ::open(path("slow").c_str(), O_WRONLY | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, "part", 4), 4);
-  EXPECT_EQ(pump_for(200ms), std::vector<std::string>{"STAT ."});  // still being written
+  std::vector<std::string> during;
+  for (int i = 0; i < 6; ++i) {  // still being written (no pause as long as unclosed_quiet)
+    ASSERT_EQ(::write(fd, "part", 4), 4);
+    for (auto& line : pump_for(50ms)) during.push_back(line);
+  }
+  EXPECT_EQ(during, std::vector<std::string>{"STAT ."});
   ::close(fd);
   EXPECT_EQ(pump_until(has_all({"UPDATE slow"})), std::vector<std::string>{"UPDATE slow"});
   ASSERT_EQ(::link(path("slow").c_str(), path("hard").c_str()), 0);
