@@ -7,3 +7,12 @@ tw_add_test(monitor_integration_tests EXECUTABLES
           ${CMAKE_CURRENT_LIST_DIR}/monitor_sequences_test.cpp
   LIBS timewarp_common timewarp_db
   LABELS integration)
+
+# Items retried after newer changes, through the fault-injecting archiver proxy.
+tw_add_test(retried_requests_tests EXECUTABLES
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/retried_requests_test.cpp
+  LIBS timewarp_common timewarp_db
+  LABELS integration)
+target_compile_definitions(retried_requests_tests PRIVATE
+  TW_FAULT_ARCHIVER_EXE="$<TARGET_FILE:timewarp-fault-archiver>")
+add_dependencies(retried_requests_tests timewarp-fault-archiver)

@@ -14,6 +14,9 @@
 //   --fault-state=DIR        one marker file per failed item, so an item fails only on its
 //                            first attempt whatever proxy gets it (without: no failures)
 //   --fault-log=FILE         appends one line per injected failure (time, pid, id, mode)
+//   --fault-retry-match=OP:TEXT  also fails, once and before forwarding, every item whose
+//                            op is OP and whose (escaped) path contains TEXT: a chosen
+//                            item retried after newer changes, for tests of one sequence
 //
 // The real archiver never outlives the proxy: it gets SIGKILL when the proxy dies
 // (PR_SET_PDEATHSIG); SIGTERM is passed on and the proxy exits once the archiver has
@@ -35,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "common/protocol.hpp"
@@ -58,6 +62,8 @@ struct Settings {
   int retry_permille = 0;
   std::string state_dir;
   std::string log_file;
+  std::string match_op;    // --fault-retry-match: the op...
+  std::string match_text;  // ...and a part of the path
   std::vector<std::string> forwarded;  // everything that is not ours
 };
 
@@ -82,6 +88,10 @@ Settings parse(int argc, char** argv) {
       s.state_dir = *state;
     } else if (auto log = value_of(arg, "--fault-log")) {
       s.log_file = *log;
+    } else if (auto match = value_of(arg, "--fault-retry-match")) {
+      const auto colon = match->find(':');
+      s.match_op = match->substr(0, colon);
+      if (colon != std::string::npos) s.match_text = match->substr(colon + 1);
     } else {
       s.forwarded.emplace_back(arg);
     }
@@ -99,15 +109,26 @@ std::uint64_t mix(std::uint64_t x) {
 
 enum class Plan { Forward, FailBefore, FailAfter };
 
-Plan plan_for(const Settings& s, std::int64_t id) {
-  if (s.retry_permille <= 0 || s.state_dir.empty() || id <= 0) return Plan::Forward;
+// True when the request is one --fault-retry-match names.
+bool matches(const Settings& s, const std::string& request) {
+  if (s.match_op.empty()) return false;
+  const auto parsed = tw::parse_request(request);
+  const auto* r = std::get_if<tw::Request>(&parsed);
+  return r != nullptr && tw::to_string(r->op) == s.match_op &&
+         r->path.find(s.match_text) != std::string::npos;
+}
+
+Plan plan_for(const Settings& s, std::int64_t id, const std::string& request) {
+  if (s.state_dir.empty() || id <= 0) return Plan::Forward;
+  const bool matched = matches(s, request);
   const std::uint64_t h = mix(s.seed ^ mix(static_cast<std::uint64_t>(id)));
-  if (static_cast<int>(h % 1000) >= s.retry_permille) return Plan::Forward;
+  if (!matched && static_cast<int>(h % 1000) >= s.retry_permille) return Plan::Forward;
   // Only the first attempt fails: the marker is created once, by whichever proxy gets it.
   const std::string marker = s.state_dir + "/" + std::to_string(id);
   const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Plan::Forward;
   ::close(fd);
+  if (matched) return Plan::FailBefore;
   return (mix(h) & 1) ? Plan::FailAfter : Plan::FailBefore;
 }
 
@@ -263,7 +284,7 @@ int main(int argc, char** argv) {
     if (got == LineReader::Status::Interrupted) continue;
     if (got == LineReader::Status::Eof) break;
     const std::int64_t id = id_of(request);
-    const Plan plan = plan_for(settings, id);
+    const Plan plan = plan_for(settings, id, request);
     if (plan == Plan::FailBefore) {
       log_injection(settings, id, "before forwarding");
       const tw::Response r{id, tw::Outcome::FailedRetry, 0, 0, "injected: not forwarded"};
