@@ -194,5 +194,38 @@ TEST_F(MonitorSequences, DirectoryMtimesFollowTheirEntries) {
   });
 }
 
+// Restore by time after a rename: the new name begins to exist at the rename. Restoring
+// the folder as it was before shows the old name only, and the new name alone "did not
+// exist" then; `versions` of the new name says where it came from.
+TEST_F(MonitorSequences, RestoreByTimeBeforeARenameShowsTheOldNameOnly) {
+  given([&] {
+    test::write_file(p("dir/a"), "version one");
+    test::write_file(p("notes"), "n");
+  });
+  const auto snapshot = test::snapshot_tree(h_->src());
+  const auto at = std::chrono::system_clock::now().time_since_epoch();
+  const std::string at_text = fmt::format(
+      "@{:.9f}", std::chrono::duration_cast<std::chrono::nanoseconds>(at).count() / 1e9);
+  expect_converges_after([&] { fs::rename(p("dir/a"), p("dir/b")); });
+
+  const fs::path to = h_->dir() / "restored-at";
+  std::string out;
+  ASSERT_EQ(test::run_command({test::cli_exe(), "--backup-root=" + h_->archive(), "restore",
+                               h_->src().string(), "--at", at_text, "--to", to.string()},
+                              &out),
+            0)
+      << out;
+  EXPECT_EQ(test::diff_trees(snapshot, test::snapshot_tree(to)), "");
+  EXPECT_NE(test::run_command({test::cli_exe(), "--backup-root=" + h_->archive(), "restore",
+                               p("dir/b"), "--at", at_text, "--to", (h_->dir() / "b-at").string()},
+                              &out),
+            0)
+      << "dir/b did not exist before the rename";
+  const auto versions = h_->versions(p("dir/b"));
+  ASSERT_FALSE(versions.empty());
+  EXPECT_EQ(versions.front().op, "MOVE");
+  EXPECT_NE(versions.front().extra.find("from="), std::string::npos) << versions.front().extra;
+}
+
 }  // namespace
 }  // namespace tw
