@@ -194,6 +194,19 @@ TEST_F(MonitorSequences, DirectoryMtimesFollowTheirEntries) {
   });
 }
 
+// A file and a directory dated before 1970, with a fraction of a second: archived and
+// restored to the nanosecond (futimens wants tv_nsec in [0, 1e9), so the conversion
+// floors instead of truncating).
+TEST_F(MonitorSequences, MtimesBefore1970WithAFraction) {
+  given([&] { test::write_file(p("old/file"), "from 1969"); });
+  expect_converges_after([&] {
+    const struct timespec file_times[2] = {{-3, 250'000'000}, {-3, 250'000'000}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, p("old/file").c_str(), file_times, 0), 0);
+    const struct timespec dir_times[2] = {{-86'400, 1}, {-86'400, 1}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, p("old").c_str(), dir_times, 0), 0);
+  });
+}
+
 // Restore by time after a rename: the new name begins to exist at the rename. Restoring
 // the folder as it was before shows the old name only, and the new name alone "did not
 // exist" then; `versions` of the new name says where it came from.
