@@ -210,8 +210,10 @@ void Monitor::send(const std::string& line) {
 }
 
 // Asks the queue whether there is claimable work and when the next delayed item falls
-// due, then lets the handshake decide whether the scheduler needs a READY.
-void Monitor::check_queue() {
+// due, then lets the handshake decide whether the scheduler needs a READY. `periodic`: the
+// look every heartbeat while the scheduler is idle, a safety net for a wake-up that went
+// missing (it should find nothing the notifications and retry timer did not announce).
+void Monitor::check_queue(bool periodic) {
   if (!scheduler_ || stopping_ || !ensure_database()) return;
   try {
     db::Queue queue(*conn_);
@@ -225,7 +227,12 @@ void Monitor::check_queue() {
       retry_due_ =
           Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000) + 1);
     }
-    if (handshake_.on_possible_work(counts_claimable)) send("READY");
+    if (handshake_.on_possible_work(counts_claimable)) {
+      if (periodic) {
+        spdlog::info("the periodic look at the queue found claimable items; waking the scheduler");
+      }
+      send("READY");
+    }
   } catch (const db::DbError& e) {
     lost_database(e, "checking the queue");
   }
@@ -542,7 +549,10 @@ int Monitor::run() {
         heartbeat();
       }
     }
-    if (now >= next_heartbeat_) heartbeat();
+    if (now >= next_heartbeat_) {
+      heartbeat();
+      if (handshake_.wants_check()) check_queue(true);
+    }
     if (recheck_queue_ && conn_) {
       recheck_queue_ = false;
       check_queue();

@@ -55,7 +55,7 @@ class Monitor {
   void start_scheduler();
   void on_scheduler_output();
   void on_scheduler_exit(int status);
-  void check_queue();
+  void check_queue(bool periodic = false);
   void send(const std::string& line);
   bool ensure_database();
   void lost_database(const db::DbError& error, std::string_view doing);

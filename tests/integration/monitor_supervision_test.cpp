@@ -21,6 +21,29 @@ std::int64_t live_scheduler_pid(const test::TestDatabase& db) {
   return pid.empty() ? 0 : std::stoll(pid);
 }
 
+// A claimable item whose wake-up never came (here: inserted with the queue's triggers, and
+// so its notification, switched off) is still archived: while the scheduler is idle the
+// monitor looks at the queue every heartbeat.
+TEST(MonitorSupervision, AClaimableItemWhoseWakeUpWentMissingIsStillArchived) {
+  TW_REQUIRE_DATABASE();
+  test::MonitorHarness h;
+  h.start();
+  ASSERT_TRUE(h.wait_catchup());
+  // Outside the watched source, so that the monitor does not see it written either.
+  const std::string path = (h.dir() / "elsewhere/unannounced").string();
+  test::write_file(path, "no notification came for me");
+  ASSERT_TRUE(test::wait_until([&] { return h.open_items() == 0; }, 30s));
+  {
+    auto conn = h.db().connect();
+    conn.exec("SET session_replication_role = replica");  // no triggers, no NOTIFY
+    conn.query("INSERT INTO timewarp.items (op, path, source_root) VALUES ('UPDATE', $1, '')",
+               escape_bytes(path));
+  }
+  ASSERT_TRUE(h.wait_done("UPDATE", path, 1, 30s));
+  EXPECT_EQ(h.restore(path), "no notification came for me");
+  EXPECT_EQ(h.stop(), 0);
+}
+
 TEST(MonitorSupervision, SchedulerKilledMidDrainIsRestartedAndEveryItemCompletes) {
   TW_REQUIRE_DATABASE();
   test::MonitorHarness h;
