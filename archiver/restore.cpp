@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -83,9 +82,17 @@ class Restorer {
         cleanup.armed = false;
         return sys_error("cannot create link", target);
       }
-      if (options_.restore_owner &&
-          ::fchownat(dir_fd, temp.c_str(), v.uid, v.gid, AT_SYMLINK_NOFOLLOW) != 0) {
-        return sys_error("cannot set the owner of", target);
+      if (options_.restore_owner) {
+        // Through a descriptor of the link just made: a name swapped meanwhile for a hard
+        // link to another file must not have that file change owner.
+        UniqueFd link(::openat(dir_fd, temp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+        struct stat made {};
+        if (!link || ::fstat(link.get(), &made) != 0 || !S_ISLNK(made.st_mode)) {
+          return Error{fmt::format("{} was replaced while it was being restored", shown(target))};
+        }
+        if (::fchownat(link.get(), "", v.uid, v.gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+          return sys_error("cannot set the owner of", target);
+        }
       }
       ::utimensat(dir_fd, temp.c_str(), times, AT_SYMLINK_NOFOLLOW);
     } else {
@@ -146,29 +153,85 @@ class Restorer {
   std::uint64_t counter_ = 0;
 };
 
-// Opens (creating with `create`) the directories `parts[0..count)` below `root_fd`,
-// refusing symlinks and non-directories on the way.
+// Why `name` inside `dir_fd` could not be opened as a directory, for a message.
+std::string in_the_way(int dir_fd, const std::string& name, const std::string& where) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+    return fmt::format(
+        "{} is a symlink; restore never writes through a link (give the path without links, "
+        "as realpath prints it)",
+        where);
+  }
+  return fmt::format("{} is not a directory (a file is in the way)", where);
+}
+
+// Opens (creating with `create`) the directories `parts[0..count)` below `root_fd`, never
+// following a symlink. A directory made here gets mode 0777 less the umask (as `mkdir -p`);
+// `*created_last`, when given, says whether the last one was made here.
 Result<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, std::size_t count,
-                            bool create, const std::string& root_shown) {
+                            bool create, const std::string& root_shown,
+                            bool* created_last = nullptr) {
   UniqueFd current(::openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!current) return Error{fmt::format("cannot open {}: {}", root_shown, std::strerror(errno))};
   std::string where = root_shown;
+  if (created_last != nullptr) *created_last = false;
   for (std::size_t i = 0; i < count; ++i) {
-    where += "/" + shown(parts[i]);
-    if (create && ::mkdirat(current.get(), parts[i].c_str(), 0777) != 0 && errno != EEXIST) {
-      return Error{fmt::format("cannot create directory {}: {}", where, std::strerror(errno))};
+    where += (where.empty() || where.back() != '/' ? "/" : "") + shown(parts[i]);
+    bool made = false;
+    if (create) {
+      if (::mkdirat(current.get(), parts[i].c_str(), 0777) == 0) {
+        made = true;
+      } else if (errno != EEXIST) {
+        return Error{fmt::format("cannot create directory {}: {}", where, std::strerror(errno))};
+      }
     }
     UniqueFd next(
         ::openat(current.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) {
       if (errno == ELOOP || errno == ENOTDIR) {
-        return Error{fmt::format("{} is not a directory (a file or symlink is in the way)", where)};
+        return Error{in_the_way(current.get(), parts[i], where)};
       }
       return Error{fmt::format("cannot open directory {}: {}", where, std::strerror(errno))};
     }
+    if (created_last != nullptr && i + 1 == count) *created_last = made;
     current = std::move(next);
   }
   return current;
+}
+
+// The components of `dest` from "/", made absolute against the working directory (which
+// getcwd gives without links) and with "." and ".." taken lexically: every component must
+// be a real directory anyway, so this is what the kernel would resolve.
+Result<std::vector<std::string>> destination_parts(const std::string& dest) {
+  std::string absolute = dest;
+  if (absolute.empty() || absolute.front() != '/') {
+    std::string cwd(PATH_MAX, '\0');
+    if (::getcwd(cwd.data(), cwd.size()) == nullptr) {
+      return Error{fmt::format("cannot read the working directory: {}", std::strerror(errno))};
+    }
+    absolute = std::string(cwd.c_str()) + "/" + absolute;
+  }
+  std::vector<std::string> parts;
+  for (auto& part : components_below(absolute, "/")) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+// Opens directory `dest` for restoring into, without following a link in any component:
+// a link at or above the destination is refused, not resolved. Missing directories are
+// created when `create`; `*created` says whether `dest` itself was.
+Result<UniqueFd> open_destination(const std::string& dest, bool create, bool* created) {
+  auto parts = destination_parts(dest);
+  if (!parts) return Error{parts.error()};
+  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return Error{fmt::format("cannot open /: {}", std::strerror(errno))};
+  return open_below(root.get(), *parts, parts->size(), create, "/", created);
 }
 
 std::string when(const VersionSelector& which, std::int64_t at_limit) {
@@ -245,25 +308,21 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     // One file or link.
     std::string parent = dir_of(dest);
     std::string name = base_name(dest);
-    struct stat st {};
-    // An existing directory, or a name ending in '/', receives the file under its own name.
+    // An existing directory (not a link to one), or a name ending in '/', receives the file
+    // under its own name.
     if (!options.destination.empty() &&
-        (dest.back() == '/' || (::stat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))) {
+        (dest.back() == '/' || open_destination(dest, false, nullptr))) {
       parent = dest;
       name = base_name(path);
     }
     if (name.empty() || name == "." || name == "..") {
       return Error{fmt::format("cannot restore a file to {}", shown(dest))};
     }
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir)
-      return Error{
-          fmt::format("cannot open directory {}: {}", shown(parent), std::strerror(errno))};
+    auto dir = open_destination(parent, true, nullptr);
+    if (!dir) return Error{dir.error()};
     while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
     report.destination = parent == "/" ? "/" + name : parent + "/" + name;
-    if (auto placed = restorer.place(dir.get(), name, *own, report.destination); !placed) {
+    if (auto placed = restorer.place(dir->get(), name, *own, report.destination); !placed) {
       return Error{placed.error()};
     }
     return report;
@@ -304,35 +363,32 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
             [](const Entry& a, const Entry& b) { return a.parts < b.parts; });
 
   report.destination = dest;
-  struct stat st {};
-  if (::stat(dest.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-    return Error{fmt::format("{} exists and is not a directory", shown(dest))};
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dest, ec);
-  if (ec) return Error{fmt::format("cannot create {}: {}", shown(dest), ec.message())};
-  UniqueFd root_fd(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) return Error{fmt::format("cannot open {}: {}", shown(dest), std::strerror(errno))};
+  bool created_root = false;
+  auto root_fd = open_destination(dest, true, &created_root);
+  if (!root_fd) return Error{root_fd.error()};
   const std::string root_shown = shown(dest);
 
+  // Directories whose archived metadata is applied: those made here, and with --force
+  // those that were already there (never those of an existing destination otherwise).
   std::vector<const Entry*> directories;
   for (const auto& entry : entries) {
     if (impl_->cancelled()) return Error{"cancelled"};
     std::string target = dest;
     for (const auto& part : entry.parts) target += "/" + part;
     if (entry.parts.empty()) {  // PATH itself, a directory version
-      directories.push_back(&entry);
+      if (created_root || options.overwrite) directories.push_back(&entry);
       ++report.directories;
       continue;
     }
-    auto parent = open_below(root_fd.get(), entry.parts, entry.parts.size() - 1, true, root_shown);
+    auto parent = open_below(root_fd->get(), entry.parts, entry.parts.size() - 1, true, root_shown);
     if (!parent) {
       report.problems.push_back(parent.error());
       continue;
     }
     const std::string& name = entry.parts.back();
     if (entry.version.is_directory()) {
-      if (::mkdirat(parent->get(), name.c_str(), 0700) != 0) {
+      bool made = ::mkdirat(parent->get(), name.c_str(), 0700) == 0;
+      if (!made) {
         struct stat existing {};
         if (errno != EEXIST ||
             ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -342,7 +398,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
           continue;
         }
       }
-      directories.push_back(&entry);
+      if (made || options.overwrite) directories.push_back(&entry);
       ++report.directories;
       continue;
     }
@@ -355,7 +411,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     const Entry& entry = **it;
     std::string target = dest;
     for (const auto& part : entry.parts) target += "/" + part;
-    auto fd = open_below(root_fd.get(), entry.parts, entry.parts.size(), false, root_shown);
+    auto fd = open_below(root_fd->get(), entry.parts, entry.parts.size(), false, root_shown);
     if (!fd) {
       report.problems.push_back(fd.error());
       continue;
