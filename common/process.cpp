@@ -214,7 +214,9 @@ std::string sibling_executable(const std::string& name) {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const auto candidate = self.parent_path() / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    // With the effective ids and capabilities, as execve will use them: plain access()
+    // checks the real ones and ignores a service's CAP_DAC_READ_SEARCH.
+    if (::faccessat(AT_FDCWD, candidate.c_str(), X_OK, AT_EACCESS) == 0) return candidate.string();
   }
   return name;
 }

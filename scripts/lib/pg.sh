@@ -20,7 +20,7 @@
 # shellcheck source=scripts/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-TW_PG_SYSTEM_USER=timewarp
+TW_PG_SYSTEM_USER=timewarp-pg
 TW_PG_FIRST_PORT=54320
 TW_PG_PORT_RANGE=200
 

@@ -34,7 +34,7 @@ contents="$(dpkg-deb -c "$deb" | awk '{print $NF}')"
 for path in ./usr/bin/timewarp ./usr/bin/timewarp-monitor ./usr/bin/timewarp-scheduler \
     ./usr/bin/timewarp-archiver ./usr/lib/systemd/system/timewarp-monitor.service \
     ./etc/timewarp/timewarp.toml ./usr/share/doc/timewarp/examples/timewarp.toml.example \
-    ./usr/share/doc/timewarp/operations.md; do
+    ./usr/share/doc/timewarp/operations.md ./usr/lib/sysusers.d/timewarp.conf; do
     grep -q -x -F "$path" <<<"$contents" || pkg_fail "the package lacks $path"
 done
 

@@ -58,6 +58,15 @@ pkg_check_unit "$unit" /usr/bin /etc/timewarp/timewarp.toml
 verified=0
 pkg_analyze_verify "$unit" || verified=$?
 [[ $verified == 0 || $verified == 77 ]] || exit "$verified"
+rated=0
+pkg_analyze_security "$unit" || rated=$?
+[[ $rated == 0 || $rated == 77 ]] || exit "$rated"
+[[ $rated == 77 ]] && pkg_log "systemd-analyze cannot rate unit files here: security rating skipped"
+# The package made the service's user, and only root and that group read the configuration.
+getent passwd timewarp >/dev/null || pkg_fail "the package did not create the user timewarp"
+[[ -f /usr/lib/sysusers.d/timewarp.conf ]] || pkg_fail "no /usr/lib/sysusers.d/timewarp.conf"
+[[ "$(stat -c '%U:%G %a' /etc/timewarp/timewarp.toml)" == "root:timewarp 640" ]] ||
+    pkg_fail "/etc/timewarp/timewarp.toml is $(stat -c '%U:%G %a' /etc/timewarp/timewarp.toml), not root:timewarp 640"
 
 status=0
 pkg_create_database || status=$?

@@ -48,6 +48,10 @@ verified=0
 pkg_analyze_verify "$stage/usr/lib/systemd/system/timewarp-monitor.service" "$stage" || verified=$?
 [[ $verified == 0 || $verified == 77 ]] || exit "$verified"
 [[ $verified == 77 ]] && pkg_log "systemd-analyze not installed: unit verify skipped"
+rated=0
+pkg_analyze_security "$stage/usr/lib/systemd/system/timewarp-monitor.service" || rated=$?
+[[ $rated == 0 || $rated == 77 ]] || exit "$rated"
+[[ -f $stage/usr/lib/sysusers.d/timewarp.conf ]] || pkg_fail "no sysusers.d entry for the service's user"
 
 status=0
 pkg_create_database || status=$?

@@ -41,6 +41,42 @@ pkg_check_unit() {
     [[ "$(pkg_unit_value "$unit" KillMode)" == "mixed" ]] || pkg_fail "KillMode is not mixed"
     [[ "$(pkg_unit_value "$unit" WantedBy)" == "multi-user.target" ]] || pkg_fail "not WantedBy multi-user.target"
     if grep -q '@[A-Z_]*@' "$unit"; then pkg_fail "unfilled @VARIABLE@ in $unit"; fi
+    # Least privilege: its own user, one capability, a read-only system.
+    [[ "$(pkg_unit_value "$unit" User)" == "timewarp" ]] || pkg_fail "User is not timewarp"
+    [[ "$(pkg_unit_value "$unit" AmbientCapabilities)" == "CAP_DAC_READ_SEARCH" ]] ||
+        pkg_fail "AmbientCapabilities is not CAP_DAC_READ_SEARCH"
+    [[ "$(pkg_unit_value "$unit" CapabilityBoundingSet)" == "CAP_DAC_READ_SEARCH" ]] ||
+        pkg_fail "CapabilityBoundingSet is not CAP_DAC_READ_SEARCH"
+    [[ "$(pkg_unit_value "$unit" ProtectSystem)" == "strict" ]] || pkg_fail "ProtectSystem is not strict"
+}
+
+# pkg_analyze_security UNIT: systemd-analyze's exposure rating of the unit must be 4.0 or
+# lower ("OK" or better). Returns 77 when systemd-analyze cannot rate a unit file offline.
+pkg_analyze_security() {
+    local unit=$1 out status=0
+    command -v systemd-analyze >/dev/null 2>&1 || return 77
+    out="$(systemd-analyze security --offline=yes --threshold=40 "$unit" 2>&1)" || status=$?
+    if [[ $out == *"Unknown option"* || $out == *"unrecognized option"* ]]; then return 77; fi
+    printf '%s\n' "$out" | grep -F "Overall exposure level" | sed 's/^/    /'
+    ((status == 0)) || { printf '%s\n' "$out"; pkg_fail "systemd-analyze security rates the unit above 4.0"; }
+    pkg_log "systemd-analyze security $(basename "$unit"): at most 4.0"
+}
+
+# pkg_service_user_prefix UNIT: sets PKG_AS_USER to the command prefix that runs a program
+# as the unit's User= with its ambient capabilities and bounding set, and no new
+# privileges, as systemd would (setpriv, from util-linux). Empty when that user does not
+# exist here (a staging install) or setpriv is missing: the program then runs as is.
+pkg_service_user_prefix() {
+    local unit=$1 user caps="" cap
+    PKG_AS_USER=()
+    user="$(pkg_unit_value "$unit" User)"
+    [[ -n $user ]] && getent passwd "$user" >/dev/null && command -v setpriv >/dev/null 2>&1 || return 0
+    for cap in $(pkg_unit_value "$unit" AmbientCapabilities); do
+        cap="${cap#CAP_}"
+        caps+=",+${cap,,}"
+    done
+    PKG_AS_USER=(setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --no-new-privs
+        --inh-caps="-all$caps" --ambient-caps="-all$caps" --bounding-set="-all$caps" --)
 }
 
 # pkg_analyze_verify UNIT [ROOT]: systemd-analyze verify, the unit's executables looked up
@@ -129,18 +165,50 @@ pkg_service_emulated() {
         [[ ${argv[i]} == /* ]] && argv[i]="$root${argv[i]}"
     done
     local bin; bin="$(dirname "${argv[0]}")"
+    local user; user="$(pkg_unit_value "$unit" User)"
     mkdir -p "$work/archive" "$work/source"
-    echo "service test file" >"$work/source/hello.txt"
-    pkg_log "starting (as systemd would): ${argv[*]}"
-    TIMEWARP_DATABASE="$PKG_CONNINFO" BACKUP_ROOT="$work/archive" "${argv[@]}" 2>"$work/monitor.log" &
+    # A file only root may read, in a folder only root may enter: the service reads it
+    # through its capability, not as root.
+    mkdir -p -m 0700 "$work/source/root-only"
+    echo "service test file" >"$work/source/root-only/hello.txt"
+    chmod 0600 "$work/source/root-only/hello.txt"
+    pkg_service_user_prefix "$unit"
+    if ((${#PKG_AS_USER[@]})); then
+        # The archive folder is the service's own, as StateDirectory= makes it.
+        chown "$user:" "$work/archive"
+        "${PKG_AS_USER[@]}" true || pkg_fail "cannot run a command as $user with setpriv"
+        # Without the capability the user cannot read it: else this would prove nothing.
+        if setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --no-new-privs \
+            --inh-caps=-all --ambient-caps=-all --bounding-set=-all \
+            cat "$work/source/root-only/hello.txt" >/dev/null 2>&1; then
+            pkg_fail "user $user reads the root-only file without the capability"
+        fi
+        pkg_log "starting (as systemd would, user $user with $(pkg_unit_value "$unit" AmbientCapabilities)): ${argv[*]}"
+    else
+        pkg_log "starting (as systemd would, but as $(id -un): no user ${user:-?} or no setpriv here): ${argv[*]}"
+    fi
+    TIMEWARP_DATABASE="$PKG_CONNINFO" BACKUP_ROOT="$work/archive" \
+        "${PKG_AS_USER[@]}" "${argv[@]}" 2>"$work/monitor.log" &
     local pid=$!
     if ! pkg_wait 60 pkg_live_schedulers 1; then
         cat "$work/monitor.log"; kill -KILL "$pid" 2>/dev/null
         pkg_fail "the service did not start a scheduler"
     fi
-    "$bin/timewarp" --database="$PKG_CONNINFO" enqueue "$work/source/hello.txt" >/dev/null ||
+    "$bin/timewarp" --database="$PKG_CONNINFO" enqueue "$work/source/root-only/hello.txt" >/dev/null ||
         pkg_fail "timewarp enqueue failed"
-    pkg_wait 60 pkg_completed 1 || { cat "$work/monitor.log"; pkg_fail "the file was not archived"; }
+    pkg_wait 60 pkg_completed 1 || {
+        cat "$work/monitor.log"
+        "$bin/timewarp" --database="$PKG_CONNINFO" failed || true
+        pkg_fail "the root-only file was not archived"
+    }
+    "$bin/timewarp" --backup-root="$work/archive" versions "$work/source/root-only/hello.txt" |
+        grep -q UPDATE || pkg_fail "no version of the root-only file in the archive"
+    if ((${#PKG_AS_USER[@]})); then
+        local foreign
+        foreign="$(find "$work/archive" ! -user "$user" -print -quit)"
+        [[ -z $foreign ]] || pkg_fail "the service wrote $foreign as another user than $user"
+        pkg_log "archived a root-only file as $user through the capability; the archive is all $user's"
+    fi
     "$bin/timewarp" --database="$PKG_CONNINFO" status || pkg_fail "timewarp status failed"
     pkg_log "stopping: kill -$kill_signal $pid (wait at most ${timeout}s)"
     kill "-${kill_signal#SIG}" "$pid"
