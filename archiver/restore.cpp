@@ -46,7 +46,7 @@ bool valid_component(const std::string& c) {
 }
 
 Error sys_error(std::string_view what, const std::string& target) {
-  return Error{fmt::format("{} {}: {}", what, shown(target), std::strerror(errno))};
+  return Error{fmt::format("{} {}: {}", what, shown_path(target), std::strerror(errno))};
 }
 
 // Writes versions into directories, always relative to an open directory descriptor and
@@ -62,10 +62,10 @@ class Restorer {
     struct stat existing {};
     if (::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
       if (S_ISDIR(existing.st_mode)) {
-        return Error{fmt::format("{} exists and is a directory", shown(target))};
+        return Error{fmt::format("{} exists and is a directory", shown_path(target))};
       }
       if (!options_.overwrite) {
-        return Error{fmt::format("{} exists (use --force to overwrite)", shown(target))};
+        return Error{fmt::format("{} exists (use --force to overwrite)", shown_path(target))};
       }
     }
     const std::string temp = fmt::format(".tw-restore-{}-{}", ::getpid(), ++counter_);
@@ -96,10 +96,10 @@ class Restorer {
         return sys_error("cannot create", target);
       }
       auto written = objects_.extract(v.sha256, fd.get(), true);
-      if (!written) return Error{fmt::format("{}: {}", shown(target), written.error())};
+      if (!written) return Error{fmt::format("{}: {}", shown_path(target), written.error())};
       if (*written != v.size) {
-        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}", shown(target),
-                                 v.sha256, *written, v.size)};
+        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}",
+                                 shown_path(target), v.sha256, *written, v.size)};
       }
       if (options_.restore_owner && ::fchown(fd.get(), v.uid, v.gid) != 0) {
         return sys_error("cannot set the owner of", target);
@@ -113,7 +113,7 @@ class Restorer {
     if (!options_.overwrite) {
       renamed = ::renameat2(dir_fd, temp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
       if (renamed != 0 && errno == EEXIST) {
-        return Error{fmt::format("{} exists (use --force to overwrite)", shown(target))};
+        return Error{fmt::format("{} exists (use --force to overwrite)", shown_path(target))};
       }
     }
     if (renamed != 0 && ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
@@ -154,7 +154,7 @@ Result<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, 
   if (!current) return Error{fmt::format("cannot open {}: {}", root_shown, std::strerror(errno))};
   std::string where = root_shown;
   for (std::size_t i = 0; i < count; ++i) {
-    where += "/" + shown(parts[i]);
+    where += "/" + shown_path(parts[i]);
     if (create && ::mkdirat(current.get(), parts[i].c_str(), 0777) != 0 && errno != EEXIST) {
       return Error{fmt::format("cannot create directory {}: {}", where, std::strerror(errno))};
     }
@@ -192,7 +192,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       if (v.number == *options.which.number) own = &v;
     }
     if (own == nullptr) {
-      return Error{fmt::format("{} has no version {} (it has {})", shown(path),
+      return Error{fmt::format("{} has no version {} (it has {})", shown_path(path),
                                *options.which.number, history->versions.size())};
     }
     at_limit = own->archived_at_ns;
@@ -208,25 +208,25 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   if (own != nullptr && !own->exists()) {
     if (options.which.number) {
       return Error{fmt::format("version {} of {} records that it stopped existing there ({})",
-                               own->number, shown(path),
+                               own->number, shown_path(path),
                                own->op == Op::Delete ? "deleted" : "moved away")};
     }
     const std::string gone =
         fmt::format("{} at {}{}", own->op == Op::Delete ? "deleted" : "moved away",
                     format_time_ns(own->archived_at_ns),
-                    own->moved_to.empty() ? "" : " to " + shown(own->moved_to));
+                    own->moved_to.empty() ? "" : " to " + shown_path(own->moved_to));
     if (!options.which.at_ns) {
       return Error{
           fmt::format("{} no longer exists ({}); pick an earlier one with --at or --version",
-                      shown(path), gone)};
+                      shown_path(path), gone)};
     }
-    return Error{
-        fmt::format("{} did not exist {} ({})", shown(path), when(options.which, at_limit), gone)};
+    return Error{fmt::format("{} did not exist {} ({})", shown_path(path),
+                             when(options.which, at_limit), gone)};
   }
   if (own == nullptr && !has_descendants) {
     if (history->versions.empty())
-      return Error{fmt::format("{} is not in the archive", shown(path))};
-    return Error{fmt::format("{} did not exist {} (first archived at {})", shown(path),
+      return Error{fmt::format("{} is not in the archive", shown_path(path))};
+    return Error{fmt::format("{} did not exist {} (first archived at {})", shown_path(path),
                              when(options.which, at_limit),
                              format_time_ns(history->versions.front().archived_at_ns))};
   }
@@ -236,7 +236,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     report.problems.push_back(fmt::format(
         "{} archived entr{} beneath {} lost {} node and cannot be restored (timewarp verify "
         "names the damage)",
-        unnamed, unnamed == 1 ? "y" : "ies", shown(path), unnamed == 1 ? "its" : "their"));
+        unnamed, unnamed == 1 ? "y" : "ies", shown_path(path), unnamed == 1 ? "its" : "their"));
   }
   Restorer restorer(impl_->objects, options, report);
   const std::string dest = options.destination.empty() ? path : options.destination;
@@ -253,14 +253,14 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       name = base_name(path);
     }
     if (name.empty() || name == "." || name == "..") {
-      return Error{fmt::format("cannot restore a file to {}", shown(dest))};
+      return Error{fmt::format("cannot restore a file to {}", shown_path(dest))};
     }
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
     UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir)
       return Error{
-          fmt::format("cannot open directory {}: {}", shown(parent), std::strerror(errno))};
+          fmt::format("cannot open directory {}: {}", shown_path(parent), std::strerror(errno))};
     while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
     report.destination = parent == "/" ? "/" + name : parent + "/" + name;
     if (auto placed = restorer.place(dir.get(), name, *own, report.destination); !placed) {
@@ -295,7 +295,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     }
     auto parts = components_below(p, path);
     if (!std::all_of(parts.begin(), parts.end(), valid_component)) {
-      report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown(p)));
+      report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown_path(p)));
       continue;
     }
     entries.push_back(Entry{std::move(parts), *chosen});
@@ -306,14 +306,15 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   report.destination = dest;
   struct stat st {};
   if (::stat(dest.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-    return Error{fmt::format("{} exists and is not a directory", shown(dest))};
+    return Error{fmt::format("{} exists and is not a directory", shown_path(dest))};
   }
   std::error_code ec;
   std::filesystem::create_directories(dest, ec);
-  if (ec) return Error{fmt::format("cannot create {}: {}", shown(dest), ec.message())};
+  if (ec) return Error{fmt::format("cannot create {}: {}", shown_path(dest), ec.message())};
   UniqueFd root_fd(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) return Error{fmt::format("cannot open {}: {}", shown(dest), std::strerror(errno))};
-  const std::string root_shown = shown(dest);
+  if (!root_fd)
+    return Error{fmt::format("cannot open {}: {}", shown_path(dest), std::strerror(errno))};
+  const std::string root_shown = shown_path(dest);
 
   std::vector<const Entry*> directories;
   for (const auto& entry : entries) {
@@ -338,7 +339,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
             ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(existing.st_mode)) {
           report.problems.push_back(fmt::format(
-              "cannot create directory {}: a file or link is in the way", shown(target)));
+              "cannot create directory {}: a file or link is in the way", shown_path(target)));
           continue;
         }
       }
@@ -366,8 +367,8 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     }
   }
   if (report.files + report.symlinks + report.directories == 0 && report.problems.empty()) {
-    return Error{
-        fmt::format("nothing under {} existed {}", shown(path), when(options.which, at_limit))};
+    return Error{fmt::format("nothing under {} existed {}", shown_path(path),
+                             when(options.which, at_limit))};
   }
   return report;
 }

@@ -79,14 +79,14 @@ Expected<SourceLook> look_at(const std::string& path) {
   const int fd = open_dir_nofollow(dir);
   if (fd < 0) {
     if (absent_errno(-fd)) return look;
-    return errno_fault(-fd, Side::Source, fmt::format("resolving {}", shown(dir)));
+    return errno_fault(-fd, Side::Source, fmt::format("resolving {}", shown_path(dir)));
   }
   look.parent.reset(fd);
   if (::fstatat(look.parent.get(), look.name.c_str(), &look.st, AT_SYMLINK_NOFOLLOW) != 0) {
     const int err = errno;
     look.parent.reset();
     if (absent_errno(err)) return look;
-    return errno_fault(err, Side::Source, fmt::format("lstat {}", shown(path)));
+    return errno_fault(err, Side::Source, fmt::format("lstat {}", shown_path(path)));
   }
   look.present = true;
   return look;
