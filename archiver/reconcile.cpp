@@ -160,7 +160,10 @@ Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& pat
   const Version* live = history.live();
   if (!look.archivable()) {
     out.found = look.present ? Found::Other : Found::Absent;
-    if (look.present) {
+    if (look.pseudo_filesystem) {
+      out.refused = permanent(fmt::format("on the pseudo filesystem {}, not data: {}",
+                                          *look.pseudo_filesystem, shown_path(path)));
+    } else if (look.present) {
       out.refused = permanent(fmt::format("not a regular file, symlink or directory ({}): {}",
                                           type_name(look.st.st_mode), shown_path(path)));
     }
