@@ -58,7 +58,7 @@ struct LaunchSpec {
   // only those named here (a name ending in '*' stands for every name with that prefix:
   // "LC_*"). A child that needs no credentials gets only what it uses, so a database
   // password in our environment never reaches it.
-  std::optional<std::vector<std::string>> inherit_env;
+  std::optional<std::vector<std::string>> inherit_env{};
 };
 
 // True when environment variable `name` is one `patterns` (as in LaunchSpec::inherit_env)

@@ -121,7 +121,7 @@ TEST(DisplayEscaping, NamesWithControlsAreShownEscapedAndJsonKeepsTheirBytes) {
   EXPECT_NE(out.find(shown + "txt"), std::string::npos) << out;
 
   const std::string database = "--database=" + db.conninfo();
-  for (const std::vector<std::string> args : {std::vector<std::string>{database, "failed"},
+  for (const std::vector<std::string>& args : {std::vector<std::string>{database, "failed"},
                                               {database, "status"},
                                               {database, "history", fifo}}) {
     ASSERT_EQ(run_cli_both(args, &out), 0) << out;
