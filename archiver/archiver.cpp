@@ -36,7 +36,7 @@ Response failure(std::int64_t id, Outcome outcome, std::string message) {
 Response RequestHandler::handle_line(std::string_view line) {
   auto parsed = parse_request(line);
   if (auto* error = std::get_if<RequestParseError>(&parsed)) {
-    spdlog::warn("request refused: {}", error->message);
+    spdlog::warn("request refused: {}", shown_text(error->message));
     return failure(error->id, Outcome::FailedPermanent, error->message);
   }
   return handle(std::get<Request>(parsed));
@@ -76,13 +76,13 @@ Response RequestHandler::handle(const Request& request) {
   const std::uint64_t cpu_used = cpu_us_now() - cpu_start;
   if (result.outcome != Outcome::Complete) {
     spdlog::log(result.outcome == Outcome::FailedRetry ? spdlog::level::warn : spdlog::level::info,
-                "item {} {} {}: {} ({})", request.id, to_string(request.op), request.path,
-                result.message,
+                "item {} {} {}: {} ({})", request.id, to_string(request.op),
+                shown_text(request.path), result.message,
                 result.outcome == Outcome::FailedRetry ? "will retry" : "permanent");
     return failure(request.id, result.outcome, std::move(result.message));
   }
   spdlog::debug("item {} {} {}: {} bytes added, {} us CPU", request.id, to_string(request.op),
-                request.path, result.bytes_added, cpu_used);
+                shown_text(request.path), result.bytes_added, cpu_used);
   response.archive_bytes = result.bytes_added;
   response.cpu_us = cpu_used;
   return response;

@@ -18,8 +18,6 @@
 
 namespace tw::archive {
 
-std::string shown(std::string_view raw_path) { return escape_bytes(raw_path); }
-
 Fault errno_fault(int err, Side side, std::string_view what) {
   const std::string text = fmt::format("{}: {}", what, std::strerror(err));
   if (side == Side::Archive) return retry(fmt::format("archive: {}", text));
@@ -70,18 +68,19 @@ long read_some(int fd, void* data, std::size_t size) {
 
 Expected<std::string> read_small_file(const std::string& path, std::size_t limit) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown(path)));
+  if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown_path(path)));
   std::string data;
   char buffer[64 * 1024];
   while (true) {
     const long n = read_some(fd.get(), buffer, sizeof buffer);
     if (n < 0) {
       return errno_fault(static_cast<int>(-n), Side::Archive,
-                         fmt::format("reading {}", shown(path)));
+                         fmt::format("reading {}", shown_path(path)));
     }
     if (n == 0) return data;
     data.append(buffer, static_cast<std::size_t>(n));
-    if (data.size() > limit) return retry(fmt::format("archive: {} is too large", shown(path)));
+    if (data.size() > limit)
+      return retry(fmt::format("archive: {} is too large", shown_path(path)));
   }
 }
 
@@ -112,7 +111,7 @@ Expected<UniqueFd> DiskWriter::create_temp(std::string& temp_path) {
     UniqueFd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd) return fd;
     if (errno != EEXIST) {
-      return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown(temp_path)));
+      return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown_path(temp_path)));
     }
   }
   return retry("archive: cannot find a free temporary file name");
@@ -123,13 +122,13 @@ Done DiskWriter::commit(int fd, const std::string& temp_path, const std::string&
   if (::fsync(fd) != 0) {
     const int err = errno;
     ::unlink(temp_path.c_str());
-    return errno_fault(err, Side::Archive, fmt::format("syncing {}", shown(temp_path)));
+    return errno_fault(err, Side::Archive, fmt::format("syncing {}", shown_path(temp_path)));
   }
   step("rename");
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp_path.c_str());
-    return errno_fault(err, Side::Archive, fmt::format("renaming to {}", shown(final_path)));
+    return errno_fault(err, Side::Archive, fmt::format("renaming to {}", shown_path(final_path)));
   }
   return sync_dir(dir_of(final_path));
 }
@@ -142,7 +141,7 @@ Expected<std::uint64_t> DiskWriter::write_file(const std::string& final_path,
   step("write-temp");
   if (const int err = write_all(fd->get(), data.data(), data.size()); err != 0) {
     ::unlink(temp.c_str());
-    return errno_fault(err, Side::Archive, fmt::format("writing {}", shown(temp)));
+    return errno_fault(err, Side::Archive, fmt::format("writing {}", shown_path(temp)));
   }
   if (auto done = commit(fd->get(), temp, final_path); !done) return done.fault();
   return static_cast<std::uint64_t>(data.size());
@@ -152,7 +151,8 @@ Done DiskWriter::make_dir(const std::string& path) {
   step("mkdir");
   if (::mkdir(path.c_str(), 0755) != 0) {
     if (errno == EEXIST) return Ok{};
-    return errno_fault(errno, Side::Archive, fmt::format("creating directory {}", shown(path)));
+    return errno_fault(errno, Side::Archive,
+                       fmt::format("creating directory {}", shown_path(path)));
   }
   return sync_dir(dir_of(path));
 }
@@ -162,7 +162,7 @@ Done DiskWriter::make_marker(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd) {
     if (errno == EEXIST) return Ok{};
-    return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown(path)));
+    return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown_path(path)));
   }
   return sync_dir(dir_of(path));
 }
@@ -171,7 +171,7 @@ Done DiskWriter::rename_unsynced(const std::string& from, const std::string& to)
   step("rename-marker");
   if (::rename(from.c_str(), to.c_str()) != 0) {
     if (errno == ENOENT && path_exists(to)) return Ok{};  // finished by another writer
-    return errno_fault(errno, Side::Archive, fmt::format("renaming {}", shown(from)));
+    return errno_fault(errno, Side::Archive, fmt::format("renaming {}", shown_path(from)));
   }
   return Ok{};
 }
@@ -180,7 +180,7 @@ Done DiskWriter::sync_dir(const std::string& dir) const {
   step("fsync-dir");
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd || ::fsync(fd.get()) != 0) {
-    return errno_fault(errno, Side::Archive, fmt::format("syncing directory {}", shown(dir)));
+    return errno_fault(errno, Side::Archive, fmt::format("syncing directory {}", shown_path(dir)));
   }
   return Ok{};
 }
@@ -197,7 +197,7 @@ void DiskWriter::remove_stale_temps() const {
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
     const std::string path = dir + "/" + name;
     if (::unlink(path.c_str()) == 0) {
-      spdlog::debug("removed stale temporary file {}", shown(path));
+      spdlog::debug("removed stale temporary file {}", shown_path(path));
     }
   }
   ::closedir(d);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/escape.hpp"  // shown_path: how messages name paths
 #include "common/protocol.hpp"
 #include "common/result.hpp"
 
@@ -14,7 +15,7 @@ namespace tw::archive {
 
 struct Fault {
   Outcome outcome = Outcome::FailedRetry;
-  std::string message;  // valid UTF-8: paths in it are escaped
+  std::string message;   // valid UTF-8: paths in it are shown_path()
   bool changed = false;  // the source changed while it was read: a new look may succeed
 };
 
@@ -40,8 +41,5 @@ enum class Side { Source, Archive };
 // EIO, EAGAIN, EBUSY and other transient errors give RETRY. Archive side: always RETRY
 // (the item is fine, the archive is not). `what` names the action and escaped path.
 Fault errno_fault(int err, Side side, std::string_view what);
-
-// The escaped form of a raw path, for messages and logs.
-std::string shown(std::string_view raw_path);
 
 }  // namespace tw::archive

@@ -281,7 +281,8 @@ Expected<StoredContent> ObjectStore::read_source(int fd, std::uint64_t expected_
       if (ZSTD_isError(remaining)) return zstd_fault(remaining);
       if (output.pos > 0) {
         if (const int err = write_all(temp_fd.get(), out_.data(), output.pos); err != 0) {
-          return errno_fault(err, Side::Archive, fmt::format("writing {}", shown(temp_path)));
+          return errno_fault(err, Side::Archive,
+                             fmt::format("writing {}", tw::shown_path(temp_path)));
         }
         if (written == 0) disk_.step("object-data");
         written += output.pos;
@@ -363,7 +364,7 @@ Expected<StoredContent> ObjectStore::read_source(int fd, std::uint64_t expected_
   if (contains(content.sha256)) return content;  // the guard removes the temporary file
   struct stat st {};
   if (::fstat(temp_fd.get(), &st) != 0) {
-    return errno_fault(errno, Side::Archive, fmt::format("checking {}", shown(temp_path)));
+    return errno_fault(errno, Side::Archive, fmt::format("checking {}", tw::shown_path(temp_path)));
   }
   const std::string dir = fmt::format("{}/objects/{}", disk_.root(), content.sha256.substr(0, 2));
   if (!path_exists(dir)) {

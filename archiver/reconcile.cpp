@@ -71,7 +71,7 @@ Expected<std::uint64_t> Store::Impl::append_and_save(History& history, Version v
 Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook& look, Op hint,
                                        const Version* live, const Version* follow,
                                        std::uint64_t& object_bytes) {
-  const std::string name = shown(path);
+  const std::string name = shown_path(path);
   Version v;
   v.op = Op::Update;
   take_metadata(v, look.st);
@@ -160,9 +160,12 @@ Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& pat
   const Version* live = history.live();
   if (!look.archivable()) {
     out.found = look.present ? Found::Other : Found::Absent;
-    if (look.present) {
+    if (look.pseudo_filesystem) {
+      out.refused = permanent(fmt::format("on the pseudo filesystem {}, not data: {}",
+                                          *look.pseudo_filesystem, shown_path(path)));
+    } else if (look.present) {
       out.refused = permanent(fmt::format("not a regular file, symlink or directory ({}): {}",
-                                          type_name(look.st.st_mode), shown(path)));
+                                          type_name(look.st.st_mode), shown_path(path)));
     }
     if (live == nullptr) return out;  // never archived, or gone already
     Version tombstone;
@@ -227,7 +230,7 @@ Expected<std::uint64_t> Store::Impl::prune_children(const std::string& path) {
   if (!look) return look.fault();
   // No longer a directory: the request that follows this change settles what it held.
   if (!look->is_directory()) return std::uint64_t{0};
-  auto names = list_looked(*look, shown(path));
+  auto names = list_looked(*look, shown_path(path));
   if (!names) return names.fault();
   auto gone = children_except(path, *names);
   if (!gone) return retry("archive: " + gone.error());

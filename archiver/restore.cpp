@@ -45,7 +45,7 @@ bool valid_component(const std::string& c) {
 }
 
 Error sys_error(std::string_view what, const std::string& target) {
-  return Error{fmt::format("{} {}: {}", what, shown(target), std::strerror(errno))};
+  return Error{fmt::format("{} {}: {}", what, shown_path(target), std::strerror(errno))};
 }
 
 // Writes versions into directories, always relative to an open directory descriptor and
@@ -61,10 +61,10 @@ class Restorer {
     struct stat existing {};
     if (::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
       if (S_ISDIR(existing.st_mode)) {
-        return Error{fmt::format("{} exists and is a directory", shown(target))};
+        return Error{fmt::format("{} exists and is a directory", shown_path(target))};
       }
       if (!options_.overwrite) {
-        return Error{fmt::format("{} exists (use --force to overwrite)", shown(target))};
+        return Error{fmt::format("{} exists (use --force to overwrite)", shown_path(target))};
       }
     }
     const std::string temp = fmt::format(".tw-restore-{}-{}", ::getpid(), ++counter_);
@@ -88,7 +88,7 @@ class Restorer {
         UniqueFd link(::openat(dir_fd, temp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
         struct stat made {};
         if (!link || ::fstat(link.get(), &made) != 0 || !S_ISLNK(made.st_mode)) {
-          return Error{fmt::format("{} was replaced while it was being restored", shown(target))};
+          return Error{fmt::format("{} was replaced while it was being restored", shown_path(target))};
         }
         if (::fchownat(link.get(), "", v.uid, v.gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
           return sys_error("cannot set the owner of", target);
@@ -103,10 +103,10 @@ class Restorer {
         return sys_error("cannot create", target);
       }
       auto written = objects_.extract(v.sha256, fd.get(), true);
-      if (!written) return Error{fmt::format("{}: {}", shown(target), written.error())};
+      if (!written) return Error{fmt::format("{}: {}", shown_path(target), written.error())};
       if (*written != v.size) {
-        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}", shown(target),
-                                 v.sha256, *written, v.size)};
+        return Error{fmt::format("{}: object {} holds {} bytes, the version says {}",
+                                 shown_path(target), v.sha256, *written, v.size)};
       }
       if (options_.restore_owner && ::fchown(fd.get(), v.uid, v.gid) != 0) {
         return sys_error("cannot set the owner of", target);
@@ -120,7 +120,7 @@ class Restorer {
     if (!options_.overwrite) {
       renamed = ::renameat2(dir_fd, temp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
       if (renamed != 0 && errno == EEXIST) {
-        return Error{fmt::format("{} exists (use --force to overwrite)", shown(target))};
+        return Error{fmt::format("{} exists (use --force to overwrite)", shown_path(target))};
       }
     }
     if (renamed != 0 && ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
@@ -176,7 +176,7 @@ Result<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, 
   std::string where = root_shown;
   if (created_last != nullptr) *created_last = false;
   for (std::size_t i = 0; i < count; ++i) {
-    where += (where.empty() || where.back() != '/' ? "/" : "") + shown(parts[i]);
+    where += (where.empty() || where.back() != '/' ? "/" : "") + shown_path(parts[i]);
     bool made = false;
     if (create) {
       if (::mkdirat(current.get(), parts[i].c_str(), 0777) == 0) {
@@ -255,7 +255,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       if (v.number == *options.which.number) own = &v;
     }
     if (own == nullptr) {
-      return Error{fmt::format("{} has no version {} (it has {})", shown(path),
+      return Error{fmt::format("{} has no version {} (it has {})", shown_path(path),
                                *options.which.number, history->versions.size())};
     }
     at_limit = own->archived_at_ns;
@@ -271,25 +271,25 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   if (own != nullptr && !own->exists()) {
     if (options.which.number) {
       return Error{fmt::format("version {} of {} records that it stopped existing there ({})",
-                               own->number, shown(path),
+                               own->number, shown_path(path),
                                own->op == Op::Delete ? "deleted" : "moved away")};
     }
     const std::string gone =
         fmt::format("{} at {}{}", own->op == Op::Delete ? "deleted" : "moved away",
                     format_time_ns(own->archived_at_ns),
-                    own->moved_to.empty() ? "" : " to " + shown(own->moved_to));
+                    own->moved_to.empty() ? "" : " to " + shown_path(own->moved_to));
     if (!options.which.at_ns) {
       return Error{
           fmt::format("{} no longer exists ({}); pick an earlier one with --at or --version",
-                      shown(path), gone)};
+                      shown_path(path), gone)};
     }
-    return Error{
-        fmt::format("{} did not exist {} ({})", shown(path), when(options.which, at_limit), gone)};
+    return Error{fmt::format("{} did not exist {} ({})", shown_path(path),
+                             when(options.which, at_limit), gone)};
   }
   if (own == nullptr && !has_descendants) {
     if (history->versions.empty())
-      return Error{fmt::format("{} is not in the archive", shown(path))};
-    return Error{fmt::format("{} did not exist {} (first archived at {})", shown(path),
+      return Error{fmt::format("{} is not in the archive", shown_path(path))};
+    return Error{fmt::format("{} did not exist {} (first archived at {})", shown_path(path),
                              when(options.which, at_limit),
                              format_time_ns(history->versions.front().archived_at_ns))};
   }
@@ -299,7 +299,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     report.problems.push_back(fmt::format(
         "{} archived entr{} beneath {} lost {} node and cannot be restored (timewarp verify "
         "names the damage)",
-        unnamed, unnamed == 1 ? "y" : "ies", shown(path), unnamed == 1 ? "its" : "their"));
+        unnamed, unnamed == 1 ? "y" : "ies", shown_path(path), unnamed == 1 ? "its" : "their"));
   }
   Restorer restorer(impl_->objects, options, report);
   const std::string dest = options.destination.empty() ? path : options.destination;
@@ -316,7 +316,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       name = base_name(path);
     }
     if (name.empty() || name == "." || name == "..") {
-      return Error{fmt::format("cannot restore a file to {}", shown(dest))};
+      return Error{fmt::format("cannot restore a file to {}", shown_path(dest))};
     }
     auto dir = open_destination(parent, true, nullptr);
     if (!dir) return Error{dir.error()};
@@ -354,7 +354,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     }
     auto parts = components_below(p, path);
     if (!std::all_of(parts.begin(), parts.end(), valid_component)) {
-      report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown(p)));
+      report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown_path(p)));
       continue;
     }
     entries.push_back(Entry{std::move(parts), *chosen});
@@ -366,7 +366,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   bool created_root = false;
   auto root_fd = open_destination(dest, true, &created_root);
   if (!root_fd) return Error{root_fd.error()};
-  const std::string root_shown = shown(dest);
+  const std::string root_shown = shown_path(dest);
 
   // Directories whose archived metadata is applied: those made here, and with --force
   // those that were already there (never those of an existing destination otherwise).
@@ -394,7 +394,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
             ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(existing.st_mode)) {
           report.problems.push_back(fmt::format(
-              "cannot create directory {}: a file or link is in the way", shown(target)));
+              "cannot create directory {}: a file or link is in the way", shown_path(target)));
           continue;
         }
       }
@@ -422,8 +422,8 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
     }
   }
   if (report.files + report.symlinks + report.directories == 0 && report.problems.empty()) {
-    return Error{
-        fmt::format("nothing under {} existed {}", shown(path), when(options.which, at_limit))};
+    return Error{fmt::format("nothing under {} existed {}", shown_path(path),
+                             when(options.which, at_limit))};
   }
   return report;
 }

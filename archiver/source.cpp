@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "common/filesystems.hpp"
+
 namespace tw::archive {
 namespace {
 
@@ -79,15 +81,19 @@ Expected<SourceLook> look_at(const std::string& path) {
   const int fd = open_dir_nofollow(dir);
   if (fd < 0) {
     if (absent_errno(-fd)) return look;
-    return errno_fault(-fd, Side::Source, fmt::format("resolving {}", shown(dir)));
+    return errno_fault(-fd, Side::Source, fmt::format("resolving {}", shown_path(dir)));
   }
   look.parent.reset(fd);
-  if (::fstatat(look.parent.get(), look.name.c_str(), &look.st, AT_SYMLINK_NOFOLLOW) != 0) {
+  // The entry itself, not followed (a link is opened as the link), so that its lstat and
+  // its filesystem are those of one and the same file; it may be a mount point.
+  UniqueFd self(::openat(look.parent.get(), look.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!self || ::fstat(self.get(), &look.st) != 0) {
     const int err = errno;
     look.parent.reset();
     if (absent_errno(err)) return look;
-    return errno_fault(err, Side::Source, fmt::format("lstat {}", shown(path)));
+    return errno_fault(err, Side::Source, fmt::format("lstat {}", shown_path(path)));
   }
+  look.pseudo_filesystem = pseudo_filesystem_of(self.get());
   look.present = true;
   return look;
 }

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "archiver/fault.hpp"
@@ -23,16 +25,21 @@ struct SourceLook {
   struct stat st {};   // lstat of the path when present
   UniqueFd parent;     // its parent directory (O_PATH) when present
   std::string name;    // the last component; "." for "/"
+  // When present on a pseudo filesystem (common/filesystems.hpp): its name ("proc").
+  std::optional<std::string_view> pseudo_filesystem;
 
   bool is_file() const { return present && S_ISREG(st.st_mode); }
   bool is_symlink() const { return present && S_ISLNK(st.st_mode); }
   bool is_directory() const { return present && S_ISDIR(st.st_mode); }
-  // A regular file, symlink or directory: something the archive keeps.
-  bool archivable() const { return is_file() || is_symlink() || is_directory(); }
+  // A regular file, symlink or directory holding data: something the archive keeps.
+  bool archivable() const {
+    return (is_file() || is_symlink() || is_directory()) && !pseudo_filesystem;
+  }
 };
 
-// Looks at canonical absolute `path`. ENOENT, ENOTDIR and a symlink among the ancestors
-// give an absent look; other errors are faults (EACCES: PERMANENT; EIO and the like: RETRY).
+// Looks at canonical absolute `path` (and at the filesystem it lies on). ENOENT, ENOTDIR
+// and a symlink among the ancestors give an absent look; other errors are faults (EACCES:
+// PERMANENT; EIO and the like: RETRY).
 Expected<SourceLook> look_at(const std::string& path);
 
 // Opens what `look` found: a regular file for reading (O_NOFOLLOW, O_NOATIME when allowed),

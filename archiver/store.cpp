@@ -73,8 +73,8 @@ Result<History> Store::Impl::read_history(std::string_view path) const {
   if (!history) return history;
   if (history->path.empty()) return History{std::string(path), {}};  // no history yet
   if (history->path != path) {
-    return Error{fmt::format("damaged history {}: it is for {}, not {}", file, shown(history->path),
-                             shown(path))};
+    return Error{fmt::format("damaged history {}: it is for {}, not {}", file,
+                             shown_path(history->path), shown_path(path))};
   }
   return history;
 }
@@ -171,10 +171,10 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
   const std::string file = base + ".lock";
   while (true) {
     UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown(file)));
+    if (!fd) return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown_path(file)));
     while (::flock(fd.get(), LOCK_EX) != 0) {
       if (errno != EINTR)
-        return errno_fault(errno, Side::Archive, fmt::format("locking {}", shown(file)));
+        return errno_fault(errno, Side::Archive, fmt::format("locking {}", shown_path(file)));
       if (cancelled()) return retry("cancelled");
     }
     // The last holder may have removed the file (drop_if_unused) while we waited: then
@@ -320,7 +320,7 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   }
   if (*format != kFormatLine) {
     return Error{fmt::format("{} is not a TimeWarp archive this version can read ({} holds '{}')",
-                             root, format_file, shown(format->substr(0, 40)))};
+                             root, format_file, shown_path(format->substr(0, 40)))};
   }
   if (mode == Mode::ReadWrite) impl->disk.remove_stale_temps();
   return Store(std::move(impl));

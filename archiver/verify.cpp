@@ -70,7 +70,7 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
   const std::string nodes = root + "/nodes";
   for (const auto& bucket : list_dir(nodes, &failed)) {
     if (!is_bucket(bucket)) {
-      report.problems.push_back(fmt::format("unexpected entry nodes/{}", shown(bucket)));
+      report.problems.push_back(fmt::format("unexpected entry nodes/{}", shown_path(bucket)));
       continue;
     }
     std::map<std::string, std::vector<std::string>> keys;  // key -> suffixes present
@@ -81,7 +81,8 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
       if (!is_sha256_hex(key) || key.substr(0, 2) != bucket ||
           (suffix != ".history" && suffix != ".path" && suffix != ".lock" &&
            suffix != ".children")) {
-        report.problems.push_back(fmt::format("unexpected entry nodes/{}/{}", bucket, shown(name)));
+        report.problems.push_back(
+            fmt::format("unexpected entry nodes/{}/{}", bucket, shown_path(name)));
         continue;
       }
       keys[key].push_back(suffix);
@@ -107,15 +108,16 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
         if (!history) {
           report.problems.push_back(history.error());
         } else if (Impl::key_of(history->path) != key || (node.path && *node.path != history->path)) {
-          report.problems.push_back(fmt::format(
-              "history {}.history is filed under the wrong key ({})", base, shown(history->path)));
+          report.problems.push_back(
+              fmt::format("history {}.history is filed under the wrong key ({})", base,
+                          shown_path(history->path)));
         } else {
           node.path = history->path;
           ++report.histories;
           report.versions += history->versions.size();
           for (const auto& v : history->versions) {
             if (!v.sha256.empty())
-              users[v.sha256].push_back(fmt::format("{} v{}", shown(*node.path), v.number));
+              users[v.sha256].push_back(fmt::format("{} v{}", shown_path(*node.path), v.number));
           }
         }
       }
@@ -127,7 +129,7 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
         if (pending) child.resize(child.size() - kPendingSuffix.size());
         if (!is_sha256_hex(child)) {
           report.problems.push_back(
-              fmt::format("unexpected entry {}.children/{}", base, shown(child)));
+              fmt::format("unexpected entry {}.children/{}", base, shown_path(child)));
           continue;
         }
         (pending ? node.pending : node.children).push_back(child);
@@ -139,7 +141,8 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
   // interrupted first archiving: harmless.)
   std::map<std::string, std::uint64_t> lost_parents;  // parent path -> children seen
   for (const auto& [key, node] : tree) {
-    const std::string where = node.path ? shown(*node.path) : "nodes/" + key.substr(0, 2) + "/" + key;
+    const std::string where =
+        node.path ? shown_path(*node.path) : "nodes/" + key.substr(0, 2) + "/" + key;
     for (const auto& child : node.children) {
       auto it = tree.find(child);
       if (it == tree.end() || !it->second.path) {
@@ -148,8 +151,8 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
             "(nodes/{}/{}); what was archived there cannot be listed or restored",
             where, child.substr(0, 2), child));
       } else if (node.path && parent_path(*it->second.path) != *node.path) {
-        report.problems.push_back(fmt::format("{} is listed as a child of {}",
-                                              shown(*it->second.path), where));
+        report.problems.push_back(
+            fmt::format("{} is listed as a child of {}", shown_path(*it->second.path), where));
       }
     }
     if (!node.path || *node.path == "/") continue;
@@ -166,13 +169,13 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
             siblings.pending.end()) {
       report.problems.push_back(fmt::format(
           "lost child marker: {} is not linked from {}; a restore of {} would leave it out",
-          shown(*node.path), shown(parent), shown(parent)));
+          shown_path(*node.path), shown_path(parent), shown_path(parent)));
     }
   }
   for (const auto& [parent, count] : lost_parents) {
     report.problems.push_back(fmt::format(
         "lost directory node: {} has no node, though {} archived path{} lie{} beneath it",
-        shown(parent), count, count == 1 ? "" : "s", count == 1 ? "s" : ""));
+        shown_path(parent), count, count == 1 ? "" : "s", count == 1 ? "s" : ""));
   }
   if (failed) report.problems.push_back(fmt::format("cannot read {}", nodes));
   if (progress)
@@ -184,7 +187,7 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
   const std::string objects = root + "/objects";
   for (const auto& bucket : list_dir(objects, &failed)) {
     if (!is_bucket(bucket)) {
-      report.problems.push_back(fmt::format("unexpected entry objects/{}", shown(bucket)));
+      report.problems.push_back(fmt::format("unexpected entry objects/{}", shown_path(bucket)));
       continue;
     }
     for (const auto& name : list_dir(objects + "/" + bucket)) {
@@ -195,7 +198,7 @@ VerifyReport Store::verify(const std::function<void(std::string_view)>& progress
       const std::string digest = name.size() == 68 ? name.substr(0, 64) : std::string();
       if (!is_sha256_hex(digest) || name.substr(64) != ".zst" || digest.substr(0, 2) != bucket) {
         report.problems.push_back(
-            fmt::format("unexpected file objects/{}/{}", bucket, shown(name)));
+            fmt::format("unexpected file objects/{}/{}", bucket, shown_path(name)));
         continue;
       }
       ++report.objects;

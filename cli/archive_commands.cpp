@@ -31,8 +31,10 @@ struct ArchiveArgs {
   bool force = false;
 };
 
+// Messages name paths with shown_path already; shown_text also covers what came from
+// elsewhere (an argument as typed).
 int fail(std::string_view command, std::string_view message, int code = 1) {
-  std::cerr << "timewarp " << command << ": " << message << "\n";
+  std::cerr << "timewarp " << command << ": " << shown_text(message) << "\n";
   return code;
 }
 
@@ -63,10 +65,10 @@ Result<ar::Store> open_store(const Config& config) {
 std::string version_line(const ar::Version& v, const std::string& path) {
   std::string line =
       fmt::format("{}\t{}\t{}\t{}\t{}\t{}", v.number, ar::format_time_ns(v.archived_at_ns),
-                  to_string(v.op), v.size, v.sha256.empty() ? "-" : v.sha256, escape_bytes(path));
-  if (!v.link_target.empty()) line += "\tlink=" + escape_bytes(v.link_target);
-  if (!v.moved_from.empty()) line += "\tfrom=" + escape_bytes(v.moved_from);
-  if (!v.moved_to.empty()) line += "\tto=" + escape_bytes(v.moved_to);
+                  to_string(v.op), v.size, v.sha256.empty() ? "-" : v.sha256, shown_path(path));
+  if (!v.link_target.empty()) line += "\tlink=" + shown_path(v.link_target);
+  if (!v.moved_from.empty()) line += "\tfrom=" + shown_path(v.moved_from);
+  if (!v.moved_to.empty()) line += "\tto=" + shown_path(v.moved_to);
   if (v.is_directory()) line += "\tdirectory";
   return line;
 }
@@ -99,9 +101,9 @@ int run_versions(const Config& config, const ArchiveArgs& args) {
       return fail(kCmd,
                   fmt::format("{} has no versions of its own; {} paths beneath it are archived "
                               "(use --recursive)",
-                              escape_bytes(*path), within->size() - 1));
+                              shown_path(*path), within->size() - 1));
     }
-    return fail(kCmd, fmt::format("{} is not in the archive", escape_bytes(*path)));
+    return fail(kCmd, fmt::format("{} is not in the archive", shown_path(*path)));
   }
   return 0;
 }
@@ -124,10 +126,12 @@ int run_restore(const Config& config, const ArchiveArgs& args, bool version_give
   if (!store) return fail(kCmd, store.error(), 2);
   auto report = store->restore(*path, options);
   if (!report) return fail(kCmd, report.error());
-  for (const auto& problem : report->problems) std::cerr << "timewarp restore: " << problem << "\n";
+  for (const auto& problem : report->problems) {
+    std::cerr << "timewarp restore: " << shown_text(problem) << "\n";
+  }
   std::cout << fmt::format("restored {} files, {} symlinks, {} directories ({} bytes) to {}",
                            report->files, report->symlinks, report->directories, report->bytes,
-                           escape_bytes(report->destination));
+                           shown_path(report->destination));
   if (report->skipped > 0) std::cout << fmt::format("; skipped {} deleted paths", report->skipped);
   std::cout << "\n";
   std::cout.flush();
@@ -143,7 +147,7 @@ int run_verify(const Config& config) {
   if (!store) return fail(kCmd, store.error(), 2);
   const auto report =
       store->verify([](std::string_view line) { spdlog::info("verify: {}", line); });
-  for (const auto& problem : report.problems) std::cout << problem << "\n";
+  for (const auto& problem : report.problems) std::cout << shown_text(problem) << "\n";
   std::cout << fmt::format("verified {} objects ({} unreferenced), {} histories, {} versions: {}\n",
                            report.objects, report.unreferenced_objects, report.histories,
                            report.versions,

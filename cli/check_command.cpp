@@ -37,7 +37,7 @@ struct CheckArgs {
 };
 
 int fail(std::string_view message, int code) {
-  std::cerr << "timewarp " << kCmd << ": " << message << "\n";
+  std::cerr << "timewarp " << kCmd << ": " << shown_text(message) << "\n";
   return code;
 }
 
@@ -132,9 +132,11 @@ Result<Plan> make_plan(const Config& config, const CheckArgs& args) {
   return plan;
 }
 
+// For a person: names shown with their display controls escaped too (--json keeps the
+// exact escaped form).
 std::string text_line(const Difference& d) {
-  return fmt::format("{}\t{}\t{}\t{}\n", to_string(d.kind), escape_bytes(d.path), d.archive,
-                     d.disk);
+  return fmt::format("{}\t{}\t{}\t{}\n", to_string(d.kind), shown_path(d.path),
+                     shown_text(d.archive), shown_text(d.disk));
 }
 
 nlohmann::ordered_json json_line(const Difference& d) {
@@ -198,7 +200,7 @@ int run_check(const Config& config, const CheckArgs& args) {
   if (!store) return fail(store.error(), 2);
   for (const auto& path : plan->paths) {
     if (unknown_anywhere(*store, path)) {
-      return fail(fmt::format("{}: not on disk and not in the archive", escape_bytes(path)), 2);
+      return fail(fmt::format("{}: not on disk and not in the archive", shown_path(path)), 2);
     }
   }
 
@@ -213,7 +215,7 @@ int run_check(const Config& config, const CheckArgs& args) {
   for (const auto& path : plan->paths) {
     if (plan->filter.excluded(path)) {
       std::cerr << fmt::format("timewarp check: {} is excluded by the filters; not compared\n",
-                               escape_bytes(path));
+                               shown_path(path));
       continue;
     }
     check.check(path);

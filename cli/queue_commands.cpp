@@ -32,8 +32,6 @@ struct EnqueueOptions {
   int priority = 0;
 };
 
-std::string show(const fs::path& path) { return escape_bytes(path.native()); }
-
 int run_migrate(const Config& config) {
   db::Connection conn(config.database);
   const auto applied = db::migrate(conn);
@@ -60,8 +58,8 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
   const auto add = [&](const fs::path& path, const struct stat* st) {
     db::NewItem item;
     item.op = op;
-    item.path = show(path);
-    item.source_root = show(source_root_of(path, roots));
+    item.path = escape_bytes(path.native());
+    item.source_root = escape_bytes(source_root_of(path, roots).native());
     item.priority = options.priority;
     if (st) {
       item.size = static_cast<std::int64_t>(st->st_size);
@@ -79,8 +77,8 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
         add(path, nullptr);
         continue;
       }
-      std::cerr << "timewarp: cannot enqueue " << show(path) << ": " << std::strerror(errno)
-                << "; nothing enqueued for it\n";
+      std::cerr << "timewarp: cannot enqueue " << shown_path(path.native()) << ": "
+                << std::strerror(errno) << "; nothing enqueued for it\n";
       ++missing;
       continue;
     }
@@ -97,7 +95,8 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
       add(it->path(), &entry);
     }
     if (ec) {
-      std::cerr << "timewarp: while listing " << show(path) << ": " << ec.message() << "\n";
+      std::cerr << "timewarp: while listing " << shown_path(path.native()) << ": " << ec.message()
+                << "\n";
       ++missing;
     }
   }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/escape.hpp"
+
 namespace tw::cli {
 namespace {
 
@@ -103,22 +105,18 @@ std::string progress_bar(double fraction, int width) {
 }
 
 std::string printable(std::string_view text, std::size_t limit) {
-  std::string out;
-  bool cut = false;
-  for (char ch : text) {
-    if (limit > 0 && out.size() >= limit) {
-      cut = true;
-      break;
-    }
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("%{:02X}", c);
-    } else {
-      out.push_back(ch);
-    }
+  std::string out = shown_text(text);
+  if (limit == 0 || out.size() <= limit) return out;
+  // Cut between characters, never inside a UTF-8 sequence or a %XX escape.
+  std::size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  if (cut >= 1 && out[cut - 1] == '%') {
+    cut -= 1;
+  } else if (cut >= 2 && out[cut - 2] == '%') {
+    cut -= 2;
   }
-  if (cut) out += "...";
-  return out;
+  out.resize(cut);
+  return out + "...";
 }
 
 std::string status_text(const db::StatusReport& report, const ViewOptions& options,

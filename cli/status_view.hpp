@@ -41,8 +41,8 @@ std::optional<double> drain_eta(const db::QueueCounts& counts);
 std::string duration(double seconds);
 // "[#########-----------]" for a fraction 0..1, `width` characters between the brackets.
 std::string progress_bar(double fraction, int width);
-// Text safe to print on a terminal: control bytes become %XX, long text is cut at `limit`
-// bytes with "...".
+// Text safe to print on a terminal (shown_text: control bytes, invalid UTF-8, C1 and
+// bidirectional controls become %XX); long text is cut at `limit` bytes with "...".
 std::string printable(std::string_view text, std::size_t limit = 0);
 
 std::string status_text(const db::StatusReport& report, const ViewOptions& options,

@@ -32,16 +32,36 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return 0;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
+// The code point of the valid UTF-8 sequence of `n` bytes at s[i].
+char32_t decode(std::string_view s, std::size_t i, std::size_t n) {
+  const auto byte = [&](std::size_t k) {
+    return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]));
+  };
+  if (n == 2) return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+  if (n == 3) return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
+  return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6) |
+         (byte(3) & 0x3F);
 }
 
-}  // namespace
+// Code points that change how a terminal or a text view shows what follows them.
+bool display_control(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) ||      // C1 controls (U+009B: CSI)
+         cp == 0x061C ||                    // ARABIC LETTER MARK
+         cp == 0x200E || cp == 0x200F ||    // LEFT-TO-RIGHT and RIGHT-TO-LEFT MARK
+         (cp >= 0x202A && cp <= 0x202E) ||  // embeddings and overrides, POP DIRECTIONAL
+         (cp >= 0x2066 && cp <= 0x2069) ||  // isolates, POP DIRECTIONAL ISOLATE
+         cp == 0x2028 || cp == 0x2029;      // LINE and PARAGRAPH SEPARATOR
+}
 
-std::string escape_bytes(std::string_view raw) {
+struct Escaping {
+  bool percent;   // '%' becomes %25 (the text is raw bytes, not escaped already)
+  bool controls;  // display controls (above) become %XX too
+};
+constexpr Escaping kForMachines{true, false};
+constexpr Escaping kForPeople{true, true};
+constexpr Escaping kTextForPeople{false, true};
+
+std::string escaped(std::string_view raw, Escaping how) {
   std::string out;
   out.reserve(raw.size());
   const auto put_escaped = [&out](unsigned char c) {
@@ -52,7 +72,7 @@ std::string escape_bytes(std::string_view raw) {
   for (std::size_t i = 0; i < raw.size();) {
     const auto c = static_cast<unsigned char>(raw[i]);
     if (c < 0x80) {
-      if (must_escape_ascii(c)) {
+      if (must_escape_ascii(c) && (c != '%' || how.percent)) {
         put_escaped(c);
       } else {
         out.push_back(static_cast<char>(c));
@@ -64,6 +84,9 @@ std::string escape_bytes(std::string_view raw) {
     if (n == 0) {
       put_escaped(c);
       ++i;
+    } else if (how.controls && display_control(decode(raw, i, n))) {
+      for (std::size_t k = 0; k < n; ++k) put_escaped(static_cast<unsigned char>(raw[i + k]));
+      i += n;
     } else {
       out.append(raw.substr(i, n));
       i += n;
@@ -71,6 +94,21 @@ std::string escape_bytes(std::string_view raw) {
   }
   return out;
 }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string escape_bytes(std::string_view raw) { return escaped(raw, kForMachines); }
+
+std::string shown_path(std::string_view raw) { return escaped(raw, kForPeople); }
+
+std::string shown_text(std::string_view text) { return escaped(text, kTextForPeople); }
 
 std::optional<std::string> unescape_bytes(std::string_view escaped) {
   std::string out;

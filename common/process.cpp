@@ -193,6 +193,14 @@ class BoostLauncher final : public Launcher {
     bp::pipe child_stdout(-1, out_write.release());
     // A copy: this_process::environment() itself is the live environment of this process.
     bp::environment env = boost::this_process::environment();
+    if (spec.inherit_env) {
+      std::vector<std::string> dropped;
+      for (const auto& entry : env) {
+        if (!env_name_matches(entry.get_name(), *spec.inherit_env))
+          dropped.push_back(entry.get_name());
+      }
+      for (const auto& name : dropped) env.erase(name);
+    }
     for (const auto& [key, value] : spec.env) env[key] = value;
     try {
       bp::child child(bp::exe = spec.executable, bp::args = spec.args, bp::std_in < child_stdin,
@@ -208,6 +216,15 @@ class BoostLauncher final : public Launcher {
 }  // namespace
 
 std::shared_ptr<Launcher> make_process_launcher() { return std::make_shared<BoostLauncher>(); }
+
+bool env_name_matches(std::string_view name, const std::vector<std::string>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(), [name](std::string_view pattern) {
+    if (!pattern.empty() && pattern.back() == '*') {
+      return name.substr(0, pattern.size() - 1) == pattern.substr(0, pattern.size() - 1);
+    }
+    return name == pattern;
+  });
+}
 
 std::string sibling_executable(const std::string& name) {
   std::error_code ec;

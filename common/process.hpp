@@ -53,8 +53,17 @@ class ChildProcess {
 struct LaunchSpec {
   std::string executable;
   std::vector<std::string> args;
-  std::vector<std::pair<std::string, std::string>> env;  // set on top of ours
+  std::vector<std::pair<std::string, std::string>> env;  // set on top of what is inherited
+  // Which of our environment variables the child inherits: none given, all of them; else
+  // only those named here (a name ending in '*' stands for every name with that prefix:
+  // "LC_*"). A child that needs no credentials gets only what it uses, so a database
+  // password in our environment never reaches it.
+  std::optional<std::vector<std::string>> inherit_env{};
 };
+
+// True when environment variable `name` is one `patterns` (as in LaunchSpec::inherit_env)
+// lets through.
+bool env_name_matches(std::string_view name, const std::vector<std::string>& patterns);
 
 class Launcher {
  public:

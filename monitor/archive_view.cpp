@@ -32,7 +32,7 @@ std::optional<archive::Version> ArchiveView::live(std::string_view path) {
   if (s == nullptr) return std::nullopt;
   auto versions = s->versions(path);
   if (!versions) {
-    spdlog::warn("archive: {}; treating {} as not archived", versions.error(), escape_bytes(path));
+    spdlog::warn("archive: {}; treating {} as not archived", versions.error(), shown_path(path));
     return std::nullopt;
   }
   if (versions->empty() || !versions->back().exists()) return std::nullopt;
@@ -45,7 +45,7 @@ std::vector<std::string> ArchiveView::archived_within(std::string_view dir) {
   auto paths = s->paths_within(dir);
   if (!paths) {
     spdlog::warn("archive: {}; cannot list what is archived beneath {}", paths.error(),
-                 escape_bytes(dir));
+                 shown_path(dir));
     return {};
   }
   return std::move(paths.value());

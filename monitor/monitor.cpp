@@ -151,10 +151,10 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
     const std::string& root = filter_.roots()[i];
     const std::string given = absolute_path(config_.source_dirs.at(i)).native();
     if (given == root) {
-      spdlog::info("watching {}", escape_bytes(root));
+      spdlog::info("watching {}", shown_path(root));
     } else {
-      spdlog::info("watching {} (given as {}: links are resolved once, at start)",
-                   escape_bytes(root), escape_bytes(given));
+      spdlog::info("watching {} (given as {}: links are resolved once, at start)", shown_path(root),
+                   shown_path(given));
     }
   }
 }

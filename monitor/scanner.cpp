@@ -80,7 +80,7 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
     if (on_directory) on_directory(listing_dir_);
     listing_.reset(::opendir(listing_dir_.c_str()));
     if (!listing_ && errno != ENOENT && errno != ENOTDIR) {
-      spdlog::warn("cannot list {}: {}", escape_bytes(listing_dir_), std::strerror(errno));
+      spdlog::warn("cannot list {}: {}", shown_path(listing_dir_), std::strerror(errno));
       ++stats_.unreadable;
       unreadable_.push_back(listing_dir_);
     }

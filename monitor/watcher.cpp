@@ -37,8 +37,6 @@ constexpr std::size_t kMovedHereMax = 4096;
 constexpr int kUnclosedMaxDoublings = 8;
 constexpr auto kUnclosedForget = std::chrono::seconds(60);
 
-std::string show(std::string_view path) { return escape_bytes(path); }
-
 std::string parent_of(const std::string& path) {
   const auto slash = path.rfind('/');
   if (slash == 0 || slash == std::string::npos) return "/";
@@ -134,7 +132,7 @@ void Watcher::catch_up() {
     struct stat st {};
     if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       spdlog::error("source directory {} is missing or not a directory; checking every {} s for it",
-                    show(root), options_.rescan_unwatched.count() / 1000.0);
+                    shown_path(root), options_.rescan_unwatched.count() / 1000.0);
       lost_roots_.insert(root);
       continue;
     }
@@ -264,8 +262,8 @@ void Watcher::on_self_event(const std::string& dir, std::uint32_t mask) {
     const char* what = (mask & IN_UNMOUNT)     ? "was unmounted"
                        : (mask & IN_MOVE_SELF) ? "was moved away"
                                                : "was deleted";
-    spdlog::error("source directory {} {}; checking every {} s for it to come back", show(dir),
-                  what, options_.rescan_unwatched.count() / 1000.0);
+    spdlog::error("source directory {} {}; checking every {} s for it to come back",
+                  shown_path(dir), what, options_.rescan_unwatched.count() / 1000.0);
     unwatch_within(dir);
     if (!(mask & IN_UNMOUNT)) emit(Change::remove(dir, true));
     lost_roots_.insert(dir);
@@ -570,7 +568,7 @@ void Watcher::retry_unwatched() {
     }
     const std::string root = *it;
     it = lost_roots_.erase(it);
-    spdlog::warn("source directory {} is back: catching up", show(root));
+    spdlog::warn("source directory {} is back: catching up", shown_path(root));
     scan(root, root, true, pending_now());
   }
   // Each unwatched directory not beneath another one (whose scan covers it).
@@ -628,11 +626,11 @@ bool Watcher::watch(const std::string& dir) {
           "cannot watch {}: the inotify watch limit is reached (fs.inotify.max_user_watches = {}). "
           "Raise it: sysctl -w fs.inotify.max_user_watches={} (and put it in /etc/sysctl.d/ to "
           "keep it). Until then, directories without a watch are rescanned every {} s",
-          show(dir), limit, limit > 0 ? limit * 2 : 524288,
+          shown_path(dir), limit, limit > 0 ? limit * 2 : 524288,
           options_.rescan_unwatched.count() / 1000.0);
     }
   } else {
-    spdlog::error("cannot watch {}: {}; it is rescanned every {} s instead", show(dir),
+    spdlog::error("cannot watch {}: {}; it is rescanned every {} s instead", shown_path(dir),
                   std::strerror(error), options_.rescan_unwatched.count() / 1000.0);
   }
   return false;

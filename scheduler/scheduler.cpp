@@ -33,6 +33,16 @@ std::chrono::milliseconds seconds_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
+// What an archiver inherits of the scheduler's environment. It never connects to the
+// database and takes its whole configuration as arguments (Scheduler::resize), so it gets
+// no TIMEWARP_* or PG* variable (TIMEWARP_DATABASE and PGPASSWORD may hold a password)
+// and nothing else of the operator's environment: only the locale and time zone (its log
+// lines), PATH (a sane default for anything it might run) and the sanitizers' options (so
+// a sanitizer build of the archiver behaves as configured).
+const std::vector<std::string> kArchiverEnvironment = {
+    "PATH",         "LANG",          "LANGUAGE",     "LC_*",         "TZ",
+    "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS", "MSAN_OPTIONS"};
+
 // Test hook: with TIMEWARP_TEST_PAUSE_BEFORE_READY=DIR set, the first READY waits (at most
 // a minute) between the scheduler's last look at the queue and the write of READY: it
 // creates DIR/paused and goes on once DIR/release exists. Tests use it to add work in the
@@ -253,6 +263,7 @@ void Scheduler::resize(int archivers) {
                              fmt::format("--compression-threads={}", config_.compression_threads)};
     if (!config_.log_file.empty()) options.archiver.args.push_back("--log-file=" + config_.log_file);
     for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
+    options.archiver.inherit_env = kArchiverEnvironment;
     options.item_timeout = seconds_ms(config_.item_timeout);
     options.pacer = pacer_;
     options.busy_gauge = &busy_gauge_;

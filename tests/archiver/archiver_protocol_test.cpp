@@ -229,6 +229,43 @@ TEST_F(ArchiverProtocolTest, AbsentPathsAndSpecialFiles) {
   expect_answer(archiver.request(line(6, "DELETE", dir_ / "gone")), "6", "COMPLETE ");
 }
 
+// Files of /proc and /sys are the kernel talking, not data: their sizes are made up and
+// their contents change between two reads. They are refused for good, naming the
+// filesystem, instead of spending every attempt on FAILED RETRY.
+TEST_F(ArchiverProtocolTest, PseudoFilesystemPathsArePermanentFailures) {
+  ArchiverProcess archiver(options());
+  std::vector<std::pair<std::string, std::string>> paths = {
+      {"/proc/version", "proc"},
+      {fmt::format("/proc/{}/status", ::getpid()), "proc"},
+      {"/proc/sys/kernel", "proc"},  // a directory
+  };
+  for (const char* sys :
+       {"/sys/kernel/address_bits", "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel"}) {
+    if (::access(sys, F_OK) == 0) paths.emplace_back(sys, "sysfs");
+  }
+  ASSERT_GT(paths.size(), 3u) << "no /sys here";
+  std::int64_t id = 1;
+  for (const auto& [path, filesystem] : paths) {
+    for (const char* op : {"UPDATE", "STAT"}) {
+      const auto f = expect_answer(archiver.request(line(id, op, path)), std::to_string(id),
+                                   "FAILED PERMANENT");
+      if (f.size() == 4) {
+        EXPECT_EQ(f[3], fmt::format("on the pseudo filesystem {}, not data: {}", filesystem,
+                                    escape_bytes(path)));
+      }
+      ++id;
+    }
+  }
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
+  for (const auto& [path, filesystem] : paths) {
+    auto versions = store->versions(path);
+    EXPECT_TRUE(!versions || versions->empty()) << path << " has versions in the archive";
+  }
+}
+
 TEST_F(ArchiverProtocolTest, PermissionDeniedIsPermanent) {
   // Root reads anything, so the archiver runs as nobody (65534) for this test.
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to start the archiver as another user";

@@ -50,5 +50,58 @@ TEST(Escape, RejectsMalformedEscapedText) {
   EXPECT_EQ(unescape_bytes("%41%2f"), "A/");
 }
 
+TEST(Escape, MachineFormKeepsC1AndBidiCodePointsAsTheyAre) {
+  // The pipes, the database and the histories stay exact: only what a person reads changes.
+  EXPECT_EQ(escape_bytes("a\xC2\x9B"
+                         "b\xE2\x80\xAE"
+                         "c"),
+            "a\xC2\x9B"
+            "b\xE2\x80\xAE"
+            "c");
+}
+
+TEST(ShownPath, EscapesC0C1AndBidiControlsForPeople) {
+  EXPECT_EQ(shown_path("plain/caf\xC3\xA9 100%"), "plain/caf\xC3\xA9 100%25");
+  EXPECT_EQ(shown_path("a\x1B[31m\n"), "a%1B[31m%0A");
+  EXPECT_EQ(shown_path("\xC2\x80|\xC2\x85|\xC2\x9B|\xC2\x9F"), "%C2%80|%C2%85|%C2%9B|%C2%9F");
+  EXPECT_EQ(shown_path("\x80\x9B\x9F"), "%80%9B%9F");           // C1 bytes that are not UTF-8
+  EXPECT_EQ(shown_path("\xC2\xA0\xC2\x7F"), "\xC2\xA0%C2%7F");  // U+00A0 is text
+  EXPECT_EQ(shown_path("evil\xE2\x80\xAEtxt.exe"), "evil%E2%80%AEtxt.exe");  // U+202E
+  for (const char* bidi :
+       {"\xD8\x9C", "\xE2\x80\x8E", "\xE2\x80\x8F", "\xE2\x80\xAA", "\xE2\x80\xAB", "\xE2\x80\xAC",
+        "\xE2\x80\xAD", "\xE2\x80\xAE", "\xE2\x81\xA6", "\xE2\x81\xA7", "\xE2\x81\xA8",
+        "\xE2\x81\xA9", "\xE2\x80\xA8", "\xE2\x80\xA9"}) {
+    const std::string shown = shown_path(bidi);
+    EXPECT_EQ(shown.size(), 3 * std::string(bidi).size()) << shown;
+    EXPECT_EQ(shown.front(), '%') << shown;
+  }
+  // Neighbours that are ordinary text stay as they are.
+  for (const char* text : {"\xE2\x80\x8D", "\xE2\x80\xAF", "\xE2\x81\xA5", "\xE2\x81\xAA",
+                           "\xD8\x9B", "\xE2\x80\x90"}) {
+    EXPECT_EQ(shown_path(text), text);
+  }
+}
+
+TEST(ShownPath, StaysEscapedTextThatGivesTheBytesBack) {
+  std::mt19937 rng(2468);
+  const std::string pieces[] = {"\xC2\x9B", "\xE2\x80\xAE", "\xE2\x81\xA6", "%",    "a",
+                                "\xC3\xA9", "\x9B",         "\n",           "\xE2", "\x80"};
+  for (int i = 0; i < 20000; ++i) {
+    std::string raw;
+    for (int k = static_cast<int>(rng() % 8); k > 0; --k) raw += pieces[rng() % std::size(pieces)];
+    const std::string shown = shown_path(raw);
+    EXPECT_EQ(unescape_bytes(shown), raw) << shown;
+    EXPECT_EQ(shown_text(shown), shown) << "showing it again changes nothing";
+    EXPECT_EQ(shown_text(escape_bytes(raw)), shown) << "the stored form shows the same";
+  }
+}
+
+TEST(ShownText, EscapesControlsButLeavesPercentAndEscapesAlone) {
+  EXPECT_EQ(shown_text("100% done: /a%09b"), "100% done: /a%09b");
+  EXPECT_EQ(shown_text("x\x1B[2J\xC2\x9B"
+                       "y\xE2\x80\xAEz\xFF"),
+            "x%1B[2J%C2%9By%E2%80%AEz%FF");
+}
+
 }  // namespace
 }  // namespace tw

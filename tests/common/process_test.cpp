@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <set>
+#include <string>
 
 namespace tw {
 namespace {
@@ -68,6 +70,37 @@ TEST(Process, ExitStatusAndEnvironment) {
   ASSERT_EQ(child->read_line(line, 5s), ChildProcess::ReadStatus::Line);
   EXPECT_EQ(line, "v a");
   EXPECT_EQ(child->wait_exit(5s), 7);
+}
+
+TEST(Process, AChildInheritsOnlyTheVariablesItIsGiven) {
+  ::setenv("TW_PROCESS_TEST_KEPT", "kept", 1);
+  ::setenv("TW_PROCESS_TEST_SECRET", "secret", 1);
+  ::setenv("LC_PROCESS_TEST", "locale", 1);
+  auto launcher = make_process_launcher();
+  const auto environment = [&](LaunchSpec spec) {
+    auto child = launcher->launch(spec);
+    std::set<std::string> lines;
+    std::string line;
+    while (child->read_line(line, 5s) == ChildProcess::ReadStatus::Line) lines.insert(line);
+    EXPECT_EQ(child->wait_exit(5s), 0);
+    return lines;
+  };
+  LaunchSpec spec{"/usr/bin/env", {}, {{"TW_PROCESS_TEST_SET", "set"}}};
+  const auto all = environment(spec);
+  EXPECT_TRUE(all.count("TW_PROCESS_TEST_SECRET=secret"));  // by default: everything
+  spec.inherit_env = std::vector<std::string>{"TW_PROCESS_TEST_KEPT", "LC_*"};
+  const auto some = environment(spec);
+  for (const auto& entry : some) {
+    EXPECT_TRUE(entry == "TW_PROCESS_TEST_KEPT=kept" || entry == "TW_PROCESS_TEST_SET=set" ||
+                entry.rfind("LC_", 0) == 0)
+        << entry;
+  }
+  EXPECT_TRUE(some.count("TW_PROCESS_TEST_KEPT=kept"));
+  EXPECT_TRUE(some.count("LC_PROCESS_TEST=locale"));
+  EXPECT_TRUE(some.count("TW_PROCESS_TEST_SET=set"));
+  ::unsetenv("TW_PROCESS_TEST_KEPT");
+  ::unsetenv("TW_PROCESS_TEST_SECRET");
+  ::unsetenv("LC_PROCESS_TEST");
 }
 
 TEST(Process, MissingExecutableIsAClearError) {

@@ -1,6 +1,5 @@
 #include "integration/convergence_system.hpp"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,53 +12,13 @@
 
 #include <fmt/format.h>
 
+#include "support/processes.hpp"
 #include "support/test_support.hpp"
 
 namespace tw::test::convergence {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Proc {
-  pid_t pid = 0;
-  pid_t ppid = 0;
-  char state = '?';
-  std::string comm;
-};
-
-// Every process on the machine, from /proc/<pid>/stat (zombies included, marked 'Z').
-std::vector<Proc> processes() {
-  std::vector<Proc> out;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir("/proc"), ::closedir);
-  while (dir) {
-    const dirent* d = ::readdir(dir.get());
-    if (!d) break;
-    const std::string name = d->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in("/proc/" + name + "/stat");
-    std::string stat;
-    if (!std::getline(in, stat)) continue;
-    const auto open = stat.find('(');
-    const auto close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size())
-      continue;
-    Proc p;
-    p.pid = static_cast<pid_t>(std::stol(name));
-    p.comm = stat.substr(open + 1, close - open - 1);
-    std::istringstream rest(stat.substr(close + 2));
-    rest >> p.state >> p.ppid;
-    out.push_back(p);
-  }
-  return out;
-}
-
-std::vector<Proc> live_children(pid_t parent, const std::string& comm_prefix = "") {
-  std::vector<Proc> out;
-  for (const auto& p : processes()) {
-    if (p.ppid == parent && p.state != 'Z' && p.comm.rfind(comm_prefix, 0) == 0) out.push_back(p);
-  }
-  return out;
-}
 
 std::string cmdline(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
@@ -197,7 +156,7 @@ bool System::kill_scheduler() {
 
 bool System::kill_archiver(std::mt19937_64& rng) {
   if (!monitor_) return false;
-  std::vector<Proc> archivers;
+  std::vector<ProcessEntry> archivers;
   for (const auto& scheduler : live_children(monitor_->pid(), "timewarp-schedu")) {
     for (const auto& child : live_children(scheduler.pid)) {
       archivers.push_back(child);

@@ -5,6 +5,7 @@ tw_add_test(monitor_integration_tests EXECUTABLES
           ${CMAKE_CURRENT_LIST_DIR}/monitor_catchup_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/monitor_supervision_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/monitor_sequences_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/child_environment_test.cpp
   LIBS timewarp_common timewarp_db
   LABELS integration)
 

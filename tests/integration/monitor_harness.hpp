@@ -45,10 +45,12 @@ class MonitorHarness {
             "--flush-interval=0.01",      "--heartbeat-interval=0.2",   "--log-file=" + log_file()};
   }
 
-  void start(std::vector<std::string> extra = {"--archivers=2"}) {
+  // `env` is set in the monitor's environment on top of the test's own.
+  void start(std::vector<std::string> extra = {"--archivers=2"},
+             std::vector<std::pair<std::string, std::string>> env = {}) {
     auto args = base_args();
     args.insert(args.end(), extra.begin(), extra.end());
-    monitor_ = std::make_unique<MonitorProcess>(db_, args);
+    monitor_ = std::make_unique<MonitorProcess>(db_, args, std::move(env));
   }
   // Waits until the monitor's start-up catch-up has queued what it found.
   ::testing::AssertionResult wait_catchup(std::chrono::seconds timeout = std::chrono::seconds(60)) {
