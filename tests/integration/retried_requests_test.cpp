@@ -20,7 +20,9 @@ class RetriedRequests : public ::testing::Test {
  protected:
   void SetUp() override { TW_REQUIRE_DATABASE(); }
   void TearDown() override {
-    if (h_) EXPECT_EQ(h_->stop(), 0);
+    if (h_) {
+      EXPECT_EQ(h_->stop(), 0);
+    }
   }
 
   // Starts the monitor with archivers that fail, once, the item `op` whose path contains
