@@ -1,4 +1,7 @@
 // Bad input gets a clear message, a non-zero exit and loses nothing.
+#include <algorithm>
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "support/test_support.hpp"
@@ -40,6 +43,35 @@ TEST(BadInput, UnreachableDatabaseNamesTheHostNotThePassword) {
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("host=127.0.0.1"), std::string::npos) << out;
   EXPECT_EQ(out.find("sw0rdfish"), std::string::npos) << out;
+}
+
+TEST(BadInput, ALogFileThatCannotBeOpenedIsNamedAndExitsTwo) {
+  test::TempDir dir;
+  const auto missing_dir = dir / "no-such-dir";
+  const std::vector<std::pair<std::string, std::string>> bad_files = {
+      {(missing_dir / "tw.log").string(), "No such file or directory"},
+      {dir.path().string(), "Is a directory"}};
+  // Each program with what it needs to get past its command line (the CLI a subcommand);
+  // stdin is empty, so a program that went on would stop at once rather than wait.
+  const std::vector<std::vector<std::string>> programs = {
+      {test::monitor_exe()}, {test::scheduler_exe()}, {test::archiver_exe()},
+      {test::cli_exe(), "status"}};
+  for (const auto& [log_file, reason] : bad_files) {
+    for (const auto& program : programs) {
+      std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" </dev/null 2>&1",
+                                       program[0], "--backup-root=" + (dir / "archive").string(),
+                                       "--database=host=127.0.0.1 port=1 connect_timeout=5",
+                                       "--log-file=" + log_file};
+      argv.insert(argv.end(), program.begin() + 1, program.end());
+      std::string out;
+      const int code = test::run_command(argv, &out);
+      EXPECT_EQ(code, 2) << program[0] << " " << log_file << ": " << out;
+      EXPECT_NE(out.find("cannot open log file '" + log_file + "': " + reason), std::string::npos)
+          << program[0] << ": " << out;
+      EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << program[0] << ": " << out;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(missing_dir)) << "a missing directory was created";
 }
 
 TEST(BadInput, EnqueueOfAMissingPathSaysSoAndEnqueuesNothingForIt) {
