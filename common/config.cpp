@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/mask_conninfo.hpp"
+
 namespace tw {
 namespace {
 
@@ -283,10 +285,11 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
       what = fmt::format("unknown configuration key '{}' (allowed keys are listed by --help)",
                          what.substr(kPrefix.size()));
     }
-    std::cerr << app.get_name() << ": configuration error: " << what << "\n";
+    std::cerr << app.get_name() << ": configuration error: " << mask_conninfo(what) << "\n";
     return 2;
   } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": " << e.what() << "\n";
+    // CLI11 echoes arguments it did not expect: a mistyped --database among them.
+    std::cerr << app.get_name() << ": " << mask_conninfo(e.what()) << "\n";
     return 2;
   }
 }

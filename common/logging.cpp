@@ -7,7 +7,6 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
-#include <regex>
 #include <vector>
 
 #include <spdlog/sinks/base_sink.h>
@@ -67,18 +66,6 @@ int setup_logging(const std::string& program, const Config& config) {
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
   return -1;
-}
-
-std::string mask_conninfo(const std::string& conninfo) {
-  // key=value form: password=secret or password='se cret'
-  static const std::regex kv(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+))", std::regex::icase);
-  // URI form: postgresql://user:secret@host/...
-  static const std::regex uri(R"(^(postgres(?:ql)?://[^:/@]*:)[^@]*@)", std::regex::icase);
-  // URI query parameter: ?password=secret
-  static const std::regex query(R"(([?&]password=)[^&]*)", std::regex::icase);
-  std::string masked = std::regex_replace(conninfo, kv, "$1*****");
-  masked = std::regex_replace(masked, uri, "$1*****@");
-  return std::regex_replace(masked, query, "$1*****");
 }
 
 }  // namespace tw

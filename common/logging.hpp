@@ -13,7 +13,4 @@ namespace tw {
 // file and why it cannot be opened (a missing directory is not created).
 [[nodiscard]] int setup_logging(const std::string& program, const Config& config);
 
-// Masks the password of a libpq connection string or URI for messages.
-std::string mask_conninfo(const std::string& conninfo);
-
 }  // namespace tw

@@ -253,6 +253,18 @@ TEST(Config, UnsignedKeysRefuseNegatives) {
   }
 }
 
+TEST(Config, ErrorsNeverShowADatabasePassword) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--databse=postgresql://ann:S3cretPw@db.example/tw"},
+           {"--databse", "host=db password=S3cretPw"},
+           {"--database=host=db password=S3cretPw", "--archivers=0x2"},
+           {"postgres://ann:S3cretPw@db/tw"}}) {
+    const auto p = parse(args);
+    EXPECT_EQ(p.code, 2) << fmt::format("{}", fmt::join(args, " "));
+    EXPECT_EQ(p.err.find("S3cretPw"), std::string::npos) << p.err;
+  }
+}
+
 TEST(Config, MissingConfigFileIsAnError) {
   auto p = parse({"--config", "/nonexistent/tw.toml"});
   EXPECT_EQ(p.code, 2);
