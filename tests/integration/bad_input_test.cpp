@@ -74,6 +74,29 @@ TEST(BadInput, ALogFileThatCannotBeOpenedIsNamedAndExitsTwo) {
   EXPECT_FALSE(std::filesystem::exists(missing_dir)) << "a missing directory was created";
 }
 
+TEST(BadInput, SubcommandNumbersAreReadLikeConfigurationKeys) {
+  // Refused before the database is asked (it would not answer on port 1: exit status 1).
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"prune", "--older-than", "nan"}, "--older-than: value 'nan'"},
+      {{"prune", "--older-than=-inf"}, "--older-than: value '-inf'"},
+      {{"status", "--interval", "NaN"}, "--interval: value 'NaN'"},
+      {{"archivers", "--wait", "nan", "3"}, "--wait: value 'nan'"},
+      {{"archivers", "0x2"}, "value '0x2' is not a whole number in base 10"},
+      {{"retry", "010", "0x10"}, "value '0x10' is not a whole number in base 10"},
+      {{"history", "/x", "--limit", "-1"}, "--limit: value '-1' is out of range"},
+      {{"enqueue", "/x", "--priority", "4294967297"}, "--priority: value '4294967297'"},
+      {{"restore", "/x", "--version", "-1"}, "--version: value '-1' is negative"},
+  };
+  for (const auto& [args, message] : refused) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", test::cli_exe(),
+                                     "--database=host=127.0.0.1 port=1 connect_timeout=5"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string out;
+    EXPECT_EQ(test::run_command(argv, &out), 2) << args[0] << ": " << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+  }
+}
+
 TEST(BadInput, EnqueueOfAMissingPathSaysSoAndEnqueuesNothingForIt) {
   TW_REQUIRE_DATABASE();
   test::TestDatabase db;
