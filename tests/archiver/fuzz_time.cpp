@@ -21,11 +21,7 @@
 namespace {
 
 void check(bool condition, const char* what, std::string_view input) {
-  if (!condition) {
-    std::fprintf(stderr, "fuzz_time: invariant broken: %s, input '%.*s'\n", what,
-                 static_cast<int>(input.size()), input.data());
-    std::abort();
-  }
+  tw::test::fuzz_check(condition, "fuzz_time", what, input);
 }
 
 bool digits_at(std::string_view text, std::size_t pos, std::size_t n) {

@@ -32,11 +32,7 @@
 namespace {
 
 void check(bool condition, const char* what, std::string_view input) {
-  if (!condition) {
-    std::fprintf(stderr, "fuzz_config: invariant broken: %s, input '%.*s'\n", what,
-                 static_cast<int>(input.size()), input.data());
-    std::abort();
-  }
+  tw::test::fuzz_check(condition, "fuzz_config", what, input);
 }
 
 // A scratch file for the config text, removed at exit.

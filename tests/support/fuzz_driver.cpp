@@ -8,6 +8,13 @@
 
 namespace tw::test {
 
+void fuzz_check(bool condition, std::string_view target, const char* what, std::string_view input) {
+  if (condition) return;
+  std::fprintf(stderr, "%.*s: invariant broken: %s, input '%.*s'\n", static_cast<int>(target.size()),
+               target.data(), what, static_cast<int>(input.size()), input.data());
+  std::abort();
+}
+
 int fuzz_main(int argc, char** argv, std::string_view name, const std::vector<std::string>& seeds,
               std::string_view alphabet) {
   const long runs = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 200000;

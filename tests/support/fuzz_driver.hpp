@@ -14,6 +14,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 namespace tw::test {
 
+// Aborts, after "<target>: invariant broken: <what>, input '<input>'" on stderr, unless
+// `condition` holds. For the targets under either driver.
+void fuzz_check(bool condition, std::string_view target, const char* what, std::string_view input);
+
 // main() of a fuzz target: argv[1] is the most inputs (default 200000), argv[2] the most
 // seconds (default 240). Mutations insert bytes from `alphabet` or any byte, delete, flip
 // bits and splice in parts of other seeds. Prints "<name>: N inputs handled ..." and
