@@ -258,6 +258,7 @@ bool given_on_command_line(const CLI::Option& option, int argc, char** argv) {
 }  // namespace
 
 int parse_command_line(CLI::App& app, int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> from_env;  // flag, environment variable
   try {
     // Precedence is flags, then environment, then file. CLI11 reads the file before the
     // environment, so an environment value is handed to it as a flag unless the command
@@ -268,7 +269,9 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
       const char* value = env.empty() ? nullptr : std::getenv(env.c_str());
       if (value == nullptr || *value == '\0' || option->get_lnames().empty()) continue;
       if (given_on_command_line(*option, argc, argv)) continue;
-      args.insert(args.begin() + 1, fmt::format("--{}={}", option->get_lnames().front(), value));
+      const std::string flag = "--" + option->get_lnames().front();
+      args.insert(args.begin() + 1, fmt::format("{}={}", flag, value));
+      from_env.emplace_back(flag, env);
     }
     std::vector<char*> pointers;
     for (auto& arg : args) pointers.push_back(arg.data());
@@ -288,8 +291,12 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     std::cerr << app.get_name() << ": configuration error: " << mask_conninfo(what) << "\n";
     return 2;
   } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    for (const auto& [flag, env] : from_env) {  // "--batch-size: value ..." came from there
+      if (what.rfind(flag + ":", 0) == 0) what += fmt::format(" (from the environment: {})", env);
+    }
     // CLI11 echoes arguments it did not expect: a mistyped --database among them.
-    std::cerr << app.get_name() << ": " << mask_conninfo(e.what()) << "\n";
+    std::cerr << app.get_name() << ": " << mask_conninfo(what) << "\n";
     return 2;
   }
 }

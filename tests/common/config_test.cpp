@@ -245,6 +245,23 @@ TEST(Config, IntegersBeyondTheirTypeOrRangeAreRefused) {
   EXPECT_EQ(p.config.max_file_size, 18446744073709551615u);
 }
 
+TEST(Config, ABadEnvironmentValueNamesItsVariable) {
+  ::setenv("SCHEDULER_BATCHSIZE", "0x10", 1);
+  ::setenv("TIMEWARP_ITEM_TIMEOUT", "nan", 1);
+  auto p = parse({});
+  ::unsetenv("SCHEDULER_BATCHSIZE");
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("--batch-size: value '0x10'"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("(from the environment: SCHEDULER_BATCHSIZE)"), std::string::npos) << p.err;
+  p = parse({});
+  ::unsetenv("TIMEWARP_ITEM_TIMEOUT");
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("(from the environment: TIMEWARP_ITEM_TIMEOUT)"), std::string::npos)
+      << p.err;
+  p = parse({"--batch-size=0x10"});
+  EXPECT_EQ(p.err.find("environment"), std::string::npos) << p.err;
+}
+
 TEST(Config, UnsignedKeysRefuseNegatives) {
   for (const char* key : {"max_file_size", "max_bandwidth"}) {
     for (const char* value : {"-1", "-0", "-18446744073709551615"}) {
