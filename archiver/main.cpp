@@ -139,7 +139,7 @@ int run(int argc, char** argv) {
   app.add_flag("--null", null_mode, "answer every request COMPLETE 0 0 without touching files")
       ->configurable(false);
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
-  tw::setup_logging("timewarp-archiver", config);
+  if (const int code = tw::setup_logging("timewarp-archiver", config); code >= 0) return code;
   install_signal_handlers();
 
   std::optional<tw::archive::Store> store;

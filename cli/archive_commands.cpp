@@ -180,7 +180,8 @@ void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& r
       "--at", args->at,
       "the latest version at or before TIME: ISO-8601 (2026-11-22T10:00:00, local; ...Z, UTC) "
       "or Unix seconds");
-  auto* version = restore->add_option("--version", args->version, "version number N of PATH");
+  auto* version = restore->add_option("--version", args->version, "version number N of PATH")
+                      ->transform(tw::number_in<std::uint64_t>());
   at->excludes(version);
   restore->add_option("--to", args->to, "where to put it (default: the original path)");
   restore->add_flag("-f,--force", args->force, "overwrite existing files");

@@ -88,11 +88,11 @@ void add_control_commands(CLI::App& app, Config& config, std::function<int()>& r
       "archivers", "show the archiver pools of the running schedulers, or resize them to N");
   archivers->fallthrough();
   archivers->add_option("N", options->archivers, "archivers per scheduler (1-256)")
-      ->check(CLI::Range(1, 256));
+      ->transform(number_in(1, 256));
   archivers
       ->add_option("--wait", options->wait,
                    "seconds to wait for the schedulers to report N (0: do not wait)")
-      ->check(CLI::Range(0.0, 3600.0))
+      ->transform(number_in(0.0, 3600.0))
       ->capture_default_str();
   archivers->callback([&config, &run, options] {
     run = [&config, options] { return run_archivers(config, *options); };

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   tw::cli::add_control_commands(app, config, run);
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
   if (config.log_level == "info") config.log_level = "warn";  // quiet unless asked
-  tw::setup_logging("timewarp", config);
+  if (const int code = tw::setup_logging("timewarp", config); code >= 0) return code;
   try {
     return run ? run() : 2;
   } catch (const std::exception& e) {

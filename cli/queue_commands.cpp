@@ -118,6 +118,7 @@ void add_queue_commands(CLI::App& app, Config& config, std::function<int()>& run
       ->check(CLI::IsMember({"UPDATE", "STAT", "DELETE"}))
       ->capture_default_str();
   enqueue->add_option("--priority", options->priority, "higher runs first under the priority strategy")
+      ->transform(number_in<int>())
       ->capture_default_str();
   enqueue->callback([&, options] { run = [&, options] { return run_enqueue(config, *options); }; });
 

@@ -343,15 +343,15 @@ void add_status_commands(CLI::App& app, Config& config, std::function<int()>& ru
   status->add_flag("--watch,-w", status_options->watch,
                    "redraw every --interval until interrupted");
   status->add_option("--interval", status_options->interval, "seconds between --watch frames")
-      ->check(CLI::Range(0.1, 3600.0))
+      ->transform(number_in(0.1, 3600.0))
       ->capture_default_str();
   status
       ->add_option("--count", status_options->count,
                    "stop --watch after this many frames (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(number_in<int>(0))
       ->capture_default_str();
   status->add_option("--failures", status_options->failures, "recent failures to list")
-      ->check(CLI::Range(0, 100000))
+      ->transform(number_in(0, 100000))
       ->capture_default_str();
   status->add_option("--color", status_options->color, "auto (on a terminal), always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
@@ -370,7 +370,7 @@ void add_status_commands(CLI::App& app, Config& config, std::function<int()>& ru
       "history", "every queue item of a path (and MOVEs to it), with attempts and errors");
   history->add_option("path", history_options->path, "file path")->required();
   history->add_option("--limit", history_options->limit, "newest items shown (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(number_in<int>(0))
       ->capture_default_str();
   history->add_flag("--json", history_options->json, "one JSON document");
   history->callback([&, history_options] {
@@ -382,7 +382,7 @@ void add_status_commands(CLI::App& app, Config& config, std::function<int()>& ru
   auto failed_options = std::make_shared<FailedOptions>();
   auto* failed = app.add_subcommand("failed", "failed items, most recent first, with their errors");
   failed->add_option("--limit", failed_options->limit, "items shown (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(number_in<int>(0))
       ->capture_default_str();
   failed->add_flag("--json", failed_options->json, "one JSON document");
   failed->callback([&, failed_options] {
@@ -395,7 +395,7 @@ void add_status_commands(CLI::App& app, Config& config, std::function<int()>& ru
   auto* retry = app.add_subcommand(
       "retry", "requeue FAILED items (claimable at once, with a fresh attempt budget)");
   retry->add_option("ids", retry_options->ids, "item ids (see timewarp failed)")
-      ->check(CLI::PositiveNumber);
+      ->transform(number_in<std::int64_t>(1));
   retry->add_flag("--all-failed", retry_options->all_failed, "every FAILED item");
   retry->callback([&, retry_options] {
     run = [&, retry_options] {
@@ -410,9 +410,9 @@ void add_status_commands(CLI::App& app, Config& config, std::function<int()>& ru
   prune
       ->add_option("--older-than", prune_options->older_than,
                    "seconds since the item finished (default: prune_age)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(number_in(0.0, 3650.0 * 86400.0));
   prune->add_option("--batch-rows", prune_options->batch_rows, "rows deleted per statement")
-      ->check(CLI::Range(1, 1000000))
+      ->transform(number_in(1, 1000000))
       ->capture_default_str();
   prune->callback([&, prune_options] {
     run = [&, prune_options] {

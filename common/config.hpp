@@ -4,7 +4,9 @@
 // defaults below. Every executable accepts every key, so one file serves the whole suite.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,33 @@ int parse_command_line(CLI::App& app, int argc, char** argv);
 // The resolved configuration as command-line flags, for a child process. The database
 // string is left out (it may hold a password): pass it through TIMEWARP_DATABASE.
 std::vector<std::string> config_to_args(const Config& config);
+
+// How every number of the configuration is read, whether it comes from the file, the
+// environment or the command line: integers in base 10 only (`0100` is 100, never octal;
+// `0x10` is refused), unsigned ones never negative, floating-point values finite decimals
+// (`nan`, `inf` and hex floats are refused), and all within [lowest, highest]. The
+// validator refuses anything else with a message naming the value and the range, and
+// rewrites an accepted integer to its plain form before CLI11 converts it (CLI11 alone
+// would read `0100` as octal 64, `-1` as 2^64-1 and `nan` as a number in any range).
+CLI::Validator signed_in(std::int64_t lowest, std::int64_t highest);
+CLI::Validator unsigned_in(std::uint64_t lowest, std::uint64_t highest);
+CLI::Validator finite_in(double lowest, double highest);
+
+template <class T>
+concept ConfigNumber = std::is_arithmetic_v<T> && !std::same_as<T, bool>;
+
+// The validator above for a value of type T (an option's transform).
+template <ConfigNumber T>
+CLI::Validator number_in(T lowest = std::numeric_limits<T>::lowest(),
+                         T highest = std::numeric_limits<T>::max()) {
+  if constexpr (std::floating_point<T>) {
+    return finite_in(lowest, highest);
+  } else if constexpr (std::unsigned_integral<T>) {
+    return unsigned_in(lowest, highest);
+  } else {
+    return signed_in(lowest, highest);
+  }
+}
 
 // The environment variable that carries `database` to children.
 inline constexpr const char* kDatabaseEnv = "TIMEWARP_DATABASE";

@@ -8,10 +8,9 @@
 
 namespace tw {
 
-// Installs the default logger named `program`. Call once at the start of main.
-void setup_logging(const std::string& program, const Config& config);
-
-// Masks the password of a libpq connection string or URI for messages.
-std::string mask_conninfo(const std::string& conninfo);
+// Installs the default logger named `program`. Call once at the start of main. Returns -1
+// when the program should go on, or 2 after printing one line on stderr that names the log
+// file and why it cannot be opened (a missing directory is not created).
+[[nodiscard]] int setup_logging(const std::string& program, const Config& config);
 
 }  // namespace tw

@@ -4,13 +4,18 @@
 
 #include <fmt/format.h>
 
+#include "common/mask_conninfo.hpp"
+
 namespace tw::db {
 namespace {
 
-std::string trim_message(const char* message) {
+// A message of libpq's (trimmed) with every password masked: the one way its errors reach
+// ours. `conninfo`: the connection string the message is about, which libpq may quote in
+// part when it could not read it.
+std::string libpq_message(const char* message, std::string_view conninfo = {}) {
   std::string text = message ? message : "";
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
+  return mask_conninfo(text, conninfo);
 }
 
 }  // namespace
@@ -67,10 +72,14 @@ std::string describe_conninfo(const std::string& conninfo) {
                      env_or(user, "PGUSER", "(default)"));
 }
 
-Connection::Connection(const std::string& conninfo) : description_(describe_conninfo(conninfo)) {
+// The description goes through the masking too: from a password with an unencoded '@',
+// libpq reads part of the password as the host name.
+Connection::Connection(const std::string& conninfo)
+    : description_(mask_conninfo(describe_conninfo(conninfo), conninfo)) {
   conn_.reset(PQconnectdb(conninfo.c_str()));
   if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
-    const std::string why = conn_ ? trim_message(PQerrorMessage(conn_.get())) : "out of memory";
+    const std::string why =
+        conn_ ? libpq_message(PQerrorMessage(conn_.get()), conninfo) : "out of memory";
     throw BrokenConnection(fmt::format("cannot connect to database ({}): {}", description_, why));
   }
   // Session set-up: quiet notices, UTC timestamps for stable output.
@@ -121,7 +130,7 @@ PgResult Connection::checked(PGresult* raw) {
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
   if (!raw || PQstatus(conn_.get()) != CONNECTION_OK) {
     throw BrokenConnection(fmt::format("database connection lost ({}): {}", description_,
-                                       trim_message(PQerrorMessage(conn_.get()))));
+                                       libpq_message(PQerrorMessage(conn_.get()))));
   }
   const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
   std::string sqlstate = state ? state : "";
@@ -130,9 +139,9 @@ PgResult Connection::checked(PGresult* raw) {
   if (sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" || sqlstate == "57P02" ||
       sqlstate == "57P03") {
     throw BrokenConnection(fmt::format("database connection lost ({}): {}", description_,
-                                       trim_message(PQresultErrorMessage(raw))));
+                                       libpq_message(PQresultErrorMessage(raw))));
   }
-  throw SqlError(trim_message(PQresultErrorMessage(raw)), std::move(sqlstate));
+  throw SqlError(libpq_message(PQresultErrorMessage(raw)), std::move(sqlstate));
 }
 
 void Connection::listen(const std::string& channel) {
@@ -146,7 +155,7 @@ std::vector<Notification> Connection::consume_notifications() {
   std::vector<Notification> out;
   if (PQconsumeInput(conn_.get()) == 0) {
     throw BrokenConnection(fmt::format("database connection lost ({}): {}", description_,
-                                       trim_message(PQerrorMessage(conn_.get()))));
+                                       libpq_message(PQerrorMessage(conn_.get()))));
   }
   while (PGnotify* n = PQnotifies(conn_.get())) {
     out.push_back({n->relname ? n->relname : "", n->extra ? n->extra : ""});

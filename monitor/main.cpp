@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   tw::monitor::Monitor::block_signals();
   tw::Config config;
   if (const int code = parse(config, argc, argv); code >= 0) return code;
-  tw::setup_logging("timewarp-monitor", config);
+  if (const int code = tw::setup_logging("timewarp-monitor", config); code >= 0) return code;
   try {
     if (config.backup_root.empty()) {
       throw std::runtime_error("backup_root is not set (--backup-root, BACKUP_ROOT or config)");

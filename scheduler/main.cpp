@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   app.name("timewarp-scheduler");
   tw::add_config_options(app, config);
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
-  tw::setup_logging("timewarp-scheduler", config);
+  if (const int code = tw::setup_logging("timewarp-scheduler", config); code >= 0) return code;
   try {
     if (config.backup_root.empty() && config.archiver_args.empty()) {
       throw std::runtime_error("backup_root is not set (--backup-root, BACKUP_ROOT or config)");

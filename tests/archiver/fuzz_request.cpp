@@ -4,16 +4,14 @@
 // answer is one well-formed response line for the right id.
 //
 // Built with -fsanitize=fuzzer under Clang (LLVMFuzzerTestOneInput); otherwise main()
-// below feeds it a fixed-seed stream of mutated request lines.
+// below hands mutated request lines to the standalone driver (tests/support/fuzz_driver).
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <variant>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "archiver/store.hpp"
 #include "common/escape.hpp"
 #include "common/protocol.hpp"
+#include "support/fuzz_driver.hpp"
 
 namespace {
 
@@ -118,10 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 }
 
 #ifndef TW_LIBFUZZER
-// Standalone driver: mutates seed requests with a fixed seed for a bounded number of runs.
 int main(int argc, char** argv) {
-  const long runs = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 200000;
-  const double max_seconds = argc > 2 ? std::strtod(argv[2], nullptr) : 240;
   const std::vector<std::string> seeds = {"1\tUPDATE\t/a",
                                           "2\tSTAT\t/dir/b",
                                           "3\tDELETE\t/dir",
@@ -140,40 +136,6 @@ int main(int argc, char** argv) {
                                           "16\tUPDATE\t/a\r"};
   const std::string alphabet =
       std::string("\t%/.-_0123456789ABCDEFabcdefUPDATESMOVL \r\x01\xff\xc3\xa9", 47);
-  std::mt19937_64 random(0x7417'2026);
-  const auto start = std::chrono::steady_clock::now();
-  long done = 0;
-  for (; done < runs; ++done) {
-    std::string line = seeds[random() % seeds.size()];
-    const int mutations = static_cast<int>(random() % 6);
-    for (int m = 0; m < mutations; ++m) {
-      const std::size_t at = line.empty() ? 0 : random() % (line.size() + 1);
-      switch (random() % 5) {
-        case 0:  // insert a byte from the alphabet
-          line.insert(line.begin() + static_cast<long>(at), alphabet[random() % alphabet.size()]);
-          break;
-        case 1:  // insert any byte
-          line.insert(line.begin() + static_cast<long>(at), static_cast<char>(random() & 0xFF));
-          break;
-        case 2:  // delete a byte
-          if (at < line.size()) line.erase(at, 1);
-          break;
-        case 3:  // flip bits
-          if (at < line.size()) line[at] = static_cast<char>(line[at] ^ (1 << (random() % 8)));
-          break;
-        default:  // splice in part of another seed
-          line.insert(at, seeds[random() % seeds.size()].substr(random() % 8));
-      }
-    }
-    if (random() % 50 == 0) line.append(random() % 5000, static_cast<char>('a' + random() % 26));
-    LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(line.data()), line.size());
-    if (done % 1000 == 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-            max_seconds) {
-      break;
-    }
-  }
-  std::printf("fuzz_request: %ld inputs handled without a broken invariant\n", done);
-  return 0;
+  return tw::test::fuzz_main(argc, argv, "fuzz_request", seeds, alphabet);
 }
 #endif

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -133,6 +136,150 @@ TEST(Config, BadCompressionValuesNameTheKey) {
   test::TempDir dir;
   test::write_file(dir / "tw.toml", "compression_threads = 100\n");
   expect_refused({"--config", (dir / "tw.toml").string()}, {"compression", "0 to 64"});
+}
+
+// A value for `key` from each of the three sources: the file, the environment, the flag.
+struct Source {
+  const char* name;
+  std::function<Parsed(std::string_view key, const std::string& value)> parse;
+};
+
+std::vector<Source> sources(const test::TempDir& dir) {
+  const auto file = [&dir](std::string_view key, const std::string& value) {
+    const auto path = dir / "tw.toml";
+    test::write_file(path, fmt::format("{} = {}\n", key, value));
+    return parse({"--config", path.string()});
+  };
+  const auto env = [](std::string_view key, const std::string& value) {
+    std::string name = "TIMEWARP_";
+    for (char c : key) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    if (key == "batch_size") name = "SCHEDULER_BATCHSIZE";
+    if (key == "archivers") name = "MAX_ARCHIVERS";
+    ::setenv(name.c_str(), value.c_str(), 1);
+    auto p = parse({});
+    ::unsetenv(name.c_str());
+    return p;
+  };
+  const auto flag = [](std::string_view key, const std::string& value) {
+    return parse({fmt::format("--{}={}", key, value)});
+  };
+  return {{"file", file}, {"environment", env}, {"flag", flag}};
+}
+
+// The key as messages name it: --batch-size for batch_size.
+std::string flag_of(std::string_view key) {
+  std::string flag = fmt::format("--{}", key);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+// Expects `value` for `key` refused from every source, the message naming both.
+void expect_refused_everywhere(std::string_view key, const std::string& value) {
+  test::TempDir dir;
+  for (const auto& source : sources(dir)) {
+    const auto p = source.parse(key, value);
+    EXPECT_EQ(p.code, 2) << key << " = " << value << " from the " << source.name;
+    EXPECT_NE(p.err.find(flag_of(key)), std::string::npos) << source.name << ": " << p.err;
+    EXPECT_NE(p.err.find(fmt::format("'{}'", value)), std::string::npos)
+        << source.name << ": " << p.err;
+    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << source.name << ": " << p.err;
+  }
+}
+
+TEST(Config, FloatKeysRefuseNanAndInfinity) {
+  for (const char* key : {"item_timeout", "lease_time", "retry_base_delay", "retry_max_delay",
+                          "max_cpu_percent", "heartbeat_interval", "flush_interval",
+                          "event_delay", "rescan_interval", "prune_age", "prune_interval"}) {
+    for (const char* value : {"nan", "NaN", "-nan", "+NAN", "nan(0x1)", "inf", "-inf", "+Inf",
+                              "INF", "infinity", "-Infinity", "1e999", "0x1p3"}) {
+      expect_refused_everywhere(key, value);
+    }
+  }
+}
+
+TEST(Config, FloatKeysTakeDecimals) {
+  test::TempDir dir;
+  for (const auto& source : sources(dir)) {
+    for (const auto& [value, expected] : std::vector<std::pair<std::string, double>>{
+             {"2.5", 2.5}, {"1e2", 100.0}, {".5", 0.5}, {"7.", 7.0}, {"+3", 3.0}, {"012", 12.0}}) {
+      const auto p = source.parse("item_timeout", value);
+      ASSERT_EQ(p.code, -1) << value << " from the " << source.name << ": " << p.err;
+      EXPECT_DOUBLE_EQ(p.config.item_timeout, expected) << value << " from the " << source.name;
+    }
+  }
+}
+
+TEST(Config, IntegersAreReadInBase10) {
+  test::TempDir dir;
+  for (const auto& source : sources(dir)) {
+    auto p = source.parse("batch_size", "0100");  // not octal 64
+    ASSERT_EQ(p.code, -1) << source.name << ": " << p.err;
+    EXPECT_EQ(p.config.batch_size, 100) << source.name;
+    p = source.parse("max_file_size", "010");
+    ASSERT_EQ(p.code, -1) << source.name << ": " << p.err;
+    EXPECT_EQ(p.config.max_file_size, 10u) << source.name;
+    p = source.parse("compression_level", "-07");
+    ASSERT_EQ(p.code, -1) << source.name << ": " << p.err;
+    EXPECT_EQ(p.config.compression_level, -7) << source.name;
+  }
+  for (const char* key : {"batch_size", "archivers", "max_file_size", "backlog_warning"}) {
+    for (const char* value : {"0x10", "1e2", "12.0", "1_000", "ten", "08x", "--5"}) {
+      expect_refused_everywhere(key, value);
+    }
+  }
+}
+
+TEST(Config, IntegersBeyondTheirTypeOrRangeAreRefused) {
+  for (const char* value : {"18446744073709551616", "99999999999999999999999"}) {
+    expect_refused_everywhere("max_file_size", value);
+    expect_refused_everywhere("max_bandwidth", value);
+  }
+  expect_refused_everywhere("backlog_warning", "9223372036854775808");
+  expect_refused_everywhere("backlog_warning", "-9223372036854775809");
+  expect_refused_everywhere("batch_size", "4294967396");  // 2^32 + 100 is not 100
+  expect_refused_everywhere("archivers", "-4294967294");  // nor is -2^32 + 2 two
+  expect_refused({"--max-file-size=18446744073709551616"}, {"0 to 18446744073709551615"});
+
+  auto p = parse({"--max-file-size=18446744073709551615"});
+  ASSERT_EQ(p.code, -1) << p.err;
+  EXPECT_EQ(p.config.max_file_size, 18446744073709551615u);
+}
+
+TEST(Config, ABadEnvironmentValueNamesItsVariable) {
+  ::setenv("SCHEDULER_BATCHSIZE", "0x10", 1);
+  ::setenv("TIMEWARP_ITEM_TIMEOUT", "nan", 1);
+  auto p = parse({});
+  ::unsetenv("SCHEDULER_BATCHSIZE");
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("--batch-size: value '0x10'"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("(from the environment: SCHEDULER_BATCHSIZE)"), std::string::npos) << p.err;
+  p = parse({});
+  ::unsetenv("TIMEWARP_ITEM_TIMEOUT");
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("(from the environment: TIMEWARP_ITEM_TIMEOUT)"), std::string::npos)
+      << p.err;
+  p = parse({"--batch-size=0x10"});
+  EXPECT_EQ(p.err.find("environment"), std::string::npos) << p.err;
+}
+
+TEST(Config, UnsignedKeysRefuseNegatives) {
+  for (const char* key : {"max_file_size", "max_bandwidth"}) {
+    for (const char* value : {"-1", "-0", "-18446744073709551615"}) {
+      expect_refused_everywhere(key, value);
+    }
+  }
+}
+
+TEST(Config, ErrorsNeverShowADatabasePassword) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--databse=postgresql://ann:S3cretPw@db.example/tw"},
+           {"--databse", "host=db password=S3cretPw"},
+           {"--database=host=db password=S3cretPw", "--archivers=0x2"},
+           {"postgres://ann:S3cretPw@db/tw"}}) {
+    const auto p = parse(args);
+    EXPECT_EQ(p.code, 2) << fmt::format("{}", fmt::join(args, " "));
+    EXPECT_EQ(p.err.find("S3cretPw"), std::string::npos) << p.err;
+  }
 }
 
 TEST(Config, MissingConfigFileIsAnError) {

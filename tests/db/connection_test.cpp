@@ -26,6 +26,54 @@ TEST(Connection, UnreachableServerNamesTheHostNeverThePassword) {
   }
 }
 
+// Connection strings libpq cannot read, or reads otherwise than meant, each with the
+// password it holds. libpq quotes what it could not read in its message.
+const std::vector<std::pair<std::string, std::string>> kMalformed = {
+    {"postgresql://u:s3c%ZZretpw@127.0.0.1:1/d", "s3c%ZZretpw"},
+    {"postgresql://u:Pw4tr1cky@[::1/d", "Pw4tr1cky"},
+    {"postgres://u:tr%4ckyPw@127.0.0.1:1/d?connect_timeout=5", "tr%4ckyPw"},
+    {"postgresql://u:uNenc@Qx9%pw@127.0.0.1:1/d", "uNenc@Qx9%pw"},
+    {"postgresql://u:at@sign@127.0.0.1:1/d?connect_timeout=5", "at@sign"},
+    {"postgresql://127.0.0.1:1/d?password=qu3rypw&bogus_option=1", "qu3rypw"},
+    {"postgresql://u:sp ace pw@127.0.0.1:1/d", "sp ace pw"},
+    {"host=127.0.0.1 port=1 password='unt3rm s3cret", "unt3rm s3cret"},
+    {"host=127.0.0.1 port=1 password=kv5ecret bogus_option=1", "kv5ecret"},
+    {"host=127.0.0.1 port=1 password = two w0rds connect_timeout=5", "w0rds"},
+    {"host=127.0.0.1 port=1 password='quo\\'ted pw' bogus", "quo'ted pw"},
+    {"host=127.0.0.1 port=nope password=Sp4rePw", "Sp4rePw"},
+};
+
+// Every piece of `password` a reader could take for it: the whole, and its words and the
+// parts between '@' and '%' (a message must show none of them).
+std::vector<std::string> pieces(const std::string& password) {
+  std::vector<std::string> out = {password};
+  std::string piece;
+  for (char c : password + " ") {
+    if (c == ' ' || c == '@' || c == '%' || c == '\'') {
+      if (piece.size() >= 3) out.push_back(piece);
+      piece.clear();
+    } else {
+      piece.push_back(c);
+    }
+  }
+  return out;
+}
+
+TEST(Connection, MalformedConnectionStringsNeverShowTheirPassword) {
+  for (const auto& [conninfo, password] : kMalformed) {
+    try {
+      Connection conn(conninfo);
+      ADD_FAILURE() << "connected with " << conninfo;
+    } catch (const BrokenConnection& e) {
+      const std::string what = e.what();
+      for (const auto& piece : pieces(password)) {
+        EXPECT_EQ(what.find(piece), std::string::npos) << "'" << piece << "' in: " << what;
+      }
+      EXPECT_NE(what.find("cannot connect to database"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(Connection, SqlErrorsCarryTheirState) {
   TW_REQUIRE_DATABASE();
   test::TestDatabase db;
