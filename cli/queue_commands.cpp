@@ -14,6 +14,7 @@
 
 #include "cli/status_commands.hpp"
 #include "common/escape.hpp"
+#include "common/filters.hpp"
 #include "common/paths.hpp"
 #include "db/connection.hpp"
 #include "db/migrations.hpp"
@@ -40,10 +41,20 @@ int run_migrate(const Config& config) {
   return 0;
 }
 
+// PATH as the archive knows it: its folder with links resolved, as the monitor resolves
+// its source folders (the archiver takes a link among a path's ancestors to mean that the
+// path is not in the tree, so a path spelled through a link would be tombstoned, not
+// archived); the last component as given, since a link there is archived as a link.
+fs::path archive_spelling(const std::string& given) {
+  const fs::path absolute = absolute_path(given);
+  if (!absolute.has_relative_path()) return absolute;
+  return fs::path(resolve_source_dir(absolute.parent_path().native())) / absolute.filename();
+}
+
 int run_enqueue(const Config& config, const EnqueueOptions& options) {
   const Op op = parse_op(options.op).value_or(Op::Update);
   std::vector<fs::path> roots;
-  for (const auto& dir : config.source_dirs) roots.push_back(absolute_path(dir));
+  for (const auto& dir : config.source_dirs) roots.push_back(resolve_source_dir(dir));
 
   db::Connection conn(config.database);
   db::Queue queue(conn);
@@ -70,7 +81,7 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
   };
 
   for (const auto& given : options.paths) {
-    const fs::path path = absolute_path(given);
+    const fs::path path = archive_spelling(given);
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) {
       if (op == Op::Delete) {

@@ -52,5 +52,47 @@ TEST(EndToEnd, ThousandFilesEnqueuedArchivedAndRestoredByteForByte) {
   EXPECT_EQ(monitor.stop(), 0);
 }
 
+TEST(EndToEnd, APathSpelledThroughALinkIsQueuedAndArchivedUnderItsRealFolder) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  const auto real = std::filesystem::weakly_canonical(dir / "real");
+  test::write_file(real / "docs/a.txt", "a");
+  test::write_file(real / "docs/sub/b.txt", "b");
+  std::filesystem::create_directory_symlink(real, dir / "alias");
+  std::filesystem::create_symlink("a.txt", real / "docs/link");
+  const auto archive = dir / "archive";
+  test::MonitorProcess monitor(db, {"--backup-root=" + archive.string(), "--archivers=1"});
+  std::string out;
+  // A file and a folder given through the link, and a link given as itself; the source
+  // folder is configured through the link too.
+  ASSERT_EQ(test::run_command({test::cli_exe(), "--database=" + db.conninfo(),
+                               "--source=" + (dir / "alias").string(), "enqueue",
+                               (dir / "alias/docs/a.txt").string(), (dir / "alias/docs/sub").string(),
+                               (dir / "alias/docs/link").string()},
+                              &out),
+            0)
+      << out;
+  EXPECT_EQ(db.count("SELECT count(*) FROM timewarp.items"), 3);
+  EXPECT_EQ(db.scalar("SELECT string_agg(path, ' ' ORDER BY path) FROM timewarp.items"),
+            fmt::format("{0}/docs/a.txt {0}/docs/link {0}/docs/sub/b.txt", real.string()));
+  EXPECT_EQ(db.scalar("SELECT string_agg(DISTINCT source_root, ' ') FROM timewarp.items"),
+            real.string());
+  ASSERT_TRUE(test::wait_until([&] {
+    return db.count("SELECT count(*) FROM timewarp.items WHERE status = 'COMPLETED'") == 3;
+  }, 60s));
+  // Archived as versions of what is there, not as tombstones of paths behind a link.
+  for (const char* name : {"docs/a.txt", "docs/sub/b.txt"}) {
+    const auto dest = dir / "restored" / name;
+    ASSERT_EQ(test::run_command({test::cli_exe(), "--backup-root=" + archive.string(), "restore",
+                                 (real / name).string(), "--to", dest.string()},
+                                &out),
+              0)
+        << name << ": " << out;
+    EXPECT_EQ(test::read_file(dest), test::read_file(real / name));
+  }
+  EXPECT_EQ(monitor.stop(), 0);
+}
+
 }  // namespace
 }  // namespace tw
