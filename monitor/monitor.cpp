@@ -91,7 +91,7 @@ PendingLookup make_pending_lookup(std::string conninfo) {
       for (const auto& root : roots) escaped.emplace_back(escape_bytes(root));
       auto r = (*conn)->query(
           R"(SELECT op, path FROM timewarp.items i
-              WHERE status IN ('NEW', 'DISPATCHED')
+              WHERE status = 'NEW'
                 AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS r(root)
                              WHERE r.root = '/' OR i.path = r.root
                                 OR starts_with(i.path, r.root || '/')))",

@@ -24,7 +24,8 @@
 
 namespace tw::monitor {
 
-// Paths with items still waiting in the queue (NEW or DISPATCHED), raw, with what waits.
+// Paths with items still waiting in the queue, raw, with what waits. NEW items only: one
+// already dispatched may have been looked at before a later change, so it covers nothing.
 struct PendingSet {
   enum : unsigned { kUpdate = 1, kDelete = 2 };  // an UPDATE; a DELETE or a MOVE away
   std::unordered_map<std::string, unsigned> paths;

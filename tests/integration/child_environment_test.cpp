@@ -5,6 +5,7 @@
 // and sanitizer options, and they still archive.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -51,7 +52,11 @@ TEST(ChildEnvironment, ArchiversGetNoDatabaseStringNoPasswordAndNothingElseOfOur
         schedulers = test::live_children(h.pid(), "timewarp-schedu");
         if (schedulers.size() != 1) return false;
         archivers = test::live_children(schedulers.front().pid, "timewarp-archiv");
-        return archivers.size() == 2;
+        // Right after its exec an archiver's /proc/PID/environ can still read empty.
+        return archivers.size() == 2 &&
+               std::all_of(archivers.begin(), archivers.end(), [](const auto& a) {
+                 return !test::environment_of(a.pid).empty();
+               });
       },
       30s))
       << schedulers.size() << " schedulers, " << archivers.size() << " archivers";

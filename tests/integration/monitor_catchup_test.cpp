@@ -141,6 +141,43 @@ TEST_F(MonitorCatchUp, WorkStillQueuedAtStopIsNotQueuedAgain) {
   EXPECT_EQ(h_->stop(), 0);
 }
 
+// An item already dispatched may have been looked at before the change that followed
+// it: it covers nothing, so the catch-up queues the change again (a second look at a file
+// that did not change costs a look, a change not queued is lost).
+TEST_F(MonitorCatchUp, WorkAlreadyDispatchedIsQueuedAgain) {
+  for (int i = 0; i < 5; ++i) test::write_file(h_->path(fmt::format("f{}", i)), "x");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->stop(), 0);
+  // An UPDATE of f3 that an archiver holds (its lease runs for an hour), then f3 changes.
+  std::string out;
+  ASSERT_EQ(
+      test::run_command(
+          {test::cli_exe(), "--database=" + h_->db().conninfo(), "enqueue", h_->path("f3")}, &out),
+      0)
+      << out;
+  const auto held = last_id();
+  h_->db().connect().query(
+      "UPDATE timewarp.items SET status = 'DISPATCHED', dispatched_at = now(), "
+      "lease_until = now() + interval '1 hour' WHERE id = $1",
+      held);
+  test::write_file(h_->path("f3"), "changed");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  EXPECT_EQ(queued_after(held), std::set<std::string>{"UPDATE f3"});
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return h_->db().count(fmt::format(
+                   "SELECT count(*) FROM timewarp.items WHERE id > {} AND status = 'COMPLETED'",
+                   held)) == 1;
+      },
+      60s));
+  EXPECT_EQ(h_->restore(h_->path("f3")), "changed");
+  h_->db().connect().query("UPDATE timewarp.items SET status = 'COMPLETED' WHERE id = $1", held);
+  EXPECT_EQ(h_->stop(), 0);
+}
+
 // What the archive lost while the monitor runs (here a history removed by hand, as a
 // restore of the archive from an older copy would) is found by the periodic rescan,
 // queued at the rescan's lower priority, and counted in timewarp.monitors.
