@@ -77,7 +77,9 @@ class System {
     bool known = false;     // false while the database cannot be asked
     std::int64_t open = 0;  // NEW or DISPATCHED
     std::int64_t failed = 0;
-    bool catchup_done = false;  // the running monitor's start-up catch-up finished
+    // The running monitor's start-up catch-up finished, and it has written a heartbeat
+    // since the server last started (it reconnected: nothing of its is held back).
+    bool catchup_done = false;
   };
   QueueState queue_state();
   // The open and FAILED items, one per line (for a report).

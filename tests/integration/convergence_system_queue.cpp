@@ -122,9 +122,12 @@ System::QueueState System::queue_state() {
   const auto failed = scalar("SELECT count(*) FROM timewarp.items WHERE status = 'FAILED'", {});
   std::optional<std::int64_t> caught_up;
   if (monitor_) {
+    // Caught up, and connected again since the server last started: a monitor that lost the
+    // database holds the changes it saw until it reconnects (after a growing backoff), so
+    // until then an empty queue does not mean that nothing waits.
     caught_up = scalar(
         "SELECT count(*) FROM timewarp.monitors WHERE pid = $1 AND stopped_at IS NULL AND "
-        "catchup_finished_at IS NOT NULL",
+        "catchup_finished_at IS NOT NULL AND heartbeat_at > pg_postmaster_start_time()",
         {std::to_string(monitor_->pid())});
   }
   s.known = open && failed && caught_up;
