@@ -43,6 +43,22 @@ class MonitorCatchUp : public ::testing::Test {
     return ::testing::AssertionFailure() << h_->open_items() << " items still open";
   }
 
+  // Files f0..f<count-1> archived by a first run of the monitor; then, with no monitor
+  // running, an UPDATE of `name` queued by hand.
+  void archive_then_enqueue_while_stopped(int count, const std::string& name) {
+    for (int i = 0; i < count; ++i) test::write_file(h_->path(fmt::format("f{}", i)), "x");
+  h_->start();
+  ASSERT_TRUE(h_->wait_catchup());
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(h_->stop(), 0);
+    std::string out;
+    ASSERT_EQ(test::run_command(
+                  {test::cli_exe(), "--database=" + h_->db().conninfo(), "enqueue", h_->path(name)},
+                  &out),
+              0)
+        << out;
+  }
+
   std::unique_ptr<test::MonitorHarness> h_;
 };
 
@@ -118,18 +134,8 @@ TEST_F(MonitorCatchUp, ExactlyTheFilesChangedWhileStoppedGetNewVersions) {
 }
 
 TEST_F(MonitorCatchUp, WorkStillQueuedAtStopIsNotQueuedAgain) {
-  for (int i = 0; i < 20; ++i) test::write_file(h_->path(fmt::format("f{}", i)), "x");
-  h_->start();
-  ASSERT_TRUE(h_->wait_catchup());
-  ASSERT_TRUE(drained());
-  EXPECT_EQ(h_->stop(), 0);
   // Queued by hand while no monitor runs, then changed: the waiting UPDATE covers it.
-  std::string out;
-  ASSERT_EQ(
-      test::run_command(
-          {test::cli_exe(), "--database=" + h_->db().conninfo(), "enqueue", h_->path("f3")}, &out),
-      0)
-      << out;
+  ASSERT_NO_FATAL_FAILURE(archive_then_enqueue_while_stopped(20, "f3"));
   test::write_file(h_->path("f3"), "changed");
   test::write_file(h_->path("f4"), "changed");
   const auto before = last_id();
@@ -145,18 +151,8 @@ TEST_F(MonitorCatchUp, WorkStillQueuedAtStopIsNotQueuedAgain) {
 // it: it covers nothing, so the catch-up queues the change again (a second look at a file
 // that did not change costs a look, a change not queued is lost).
 TEST_F(MonitorCatchUp, WorkAlreadyDispatchedIsQueuedAgain) {
-  for (int i = 0; i < 5; ++i) test::write_file(h_->path(fmt::format("f{}", i)), "x");
-  h_->start();
-  ASSERT_TRUE(h_->wait_catchup());
-  ASSERT_TRUE(drained());
-  EXPECT_EQ(h_->stop(), 0);
   // An UPDATE of f3 that an archiver holds (its lease runs for an hour), then f3 changes.
-  std::string out;
-  ASSERT_EQ(
-      test::run_command(
-          {test::cli_exe(), "--database=" + h_->db().conninfo(), "enqueue", h_->path("f3")}, &out),
-      0)
-      << out;
+  ASSERT_NO_FATAL_FAILURE(archive_then_enqueue_while_stopped(5, "f3"));
   const auto held = last_id();
   h_->db().connect().query(
       "UPDATE timewarp.items SET status = 'DISPATCHED', dispatched_at = now(), "
