@@ -139,14 +139,14 @@ std::map<std::string, Entry> listing(const std::string& root) {
   };
   add(root, ".");
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    add(entry.path(), fs::relative(entry.path(), root).string());
+    add(entry.path(), entry.path().lexically_relative(root).string());
   }
   return out;
 }
 
 bool same_bytes(const fs::path& a, const fs::path& b) {
   std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
-  std::vector<char> ba(1 << 20), bb(1 << 20);
+  static std::vector<char> ba(1 << 20), bb(1 << 20);  // once: most files are small
   while (fa && fb) {
     fa.read(ba.data(), static_cast<std::streamsize>(ba.size()));
     fb.read(bb.data(), static_cast<std::streamsize>(bb.size()));
