@@ -1,0 +1,368 @@
+// bench/peers helper (timewarp-bench-peers): the parts of the peer benchmark that want a
+// seeded generator or a tight loop; bench/peers/run does the rest. Subcommands:
+//
+//   small DIR [--files N] [--seed S]      N files of 1-8 KiB of random bytes in 100 folders
+//   big DIR [--mib N] [--seed S]          N MiB of text-like content in 8 files, 2 folders
+//   change DIR [--seed S] [--random]      the incremental step: 1 % of the regular files get
+//                                         1-8 KiB appended, 0.5 % are deleted, 0.5 % new
+//                                         files of 1-8 KiB appear, then one folder is renamed
+//   append FILE [--mib N] [--seed S]      appends N MiB of text-like content
+//   compare A B                           A and B hold the same tree: names, types, modes,
+//                                         bytes, symlink targets (exit 1, differences listed)
+//   versions DIR [--count N] [--window W] [--archiver PATH]
+//                                         N versions of one small file, one timewarp-archiver
+//                                         driven over its line protocol; figures for the
+//                                         first W versions and the last W
+//
+// Text-like content is the generator of bench/archive (bench/common/content.hpp).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "bench/common/content.hpp"
+#include "common/escape.hpp"
+#include "common/process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using tw::bench::Content;
+using tw::bench::write_file;
+
+std::uint64_t kib_1_to_8(std::mt19937_64& random) { return 1024 + random() % (7 * 1024 + 1); }
+
+void make_small(const std::string& dir, int files, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  const int folders = std::min(files, 100);
+  for (int i = 0; i < files; ++i) {
+    const std::string sub = fmt::format("{}/d{:03}", dir, i % folders);
+    if (i < folders) fs::create_directories(sub);
+    write_file(fmt::format("{}/file-{:05}.bin", sub, i), kib_1_to_8(random), random,
+               Content::Random);
+  }
+}
+
+void make_big(const std::string& dir, int mib, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  const std::uint64_t each = (static_cast<std::uint64_t>(mib) << 20) / 8;
+  for (int i = 0; i < 8; ++i) {
+    const std::string sub = fmt::format("{}/part{}", dir, i / 4);
+    fs::create_directories(sub);
+    write_file(fmt::format("{}/large-{}.txt", sub, i), each, random);
+  }
+}
+
+// Sorted regular files and directories (not symlinks) beneath `dir`, the root excluded.
+void walk(const std::string& dir, std::vector<fs::path>& files, std::vector<fs::path>& dirs) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const auto type = entry.symlink_status().type();
+    if (type == fs::file_type::regular) files.push_back(entry.path());
+    if (type == fs::file_type::directory) dirs.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::sort(dirs.begin(), dirs.end());
+}
+
+void change(const std::string& dir, std::uint64_t seed, bool random_content) {
+  std::mt19937_64 random(seed);
+  const Content content = random_content ? Content::Random : Content::Text;
+  std::vector<fs::path> files, dirs;
+  walk(dir, files, dirs);
+  if (files.empty()) throw std::runtime_error("no regular file in " + dir);
+  std::shuffle(files.begin(), files.end(), random);
+  const std::size_t n = files.size();
+  const std::size_t appended = std::max<std::size_t>(1, n / 100);
+  const std::size_t deleted = std::min(n - appended, std::max<std::size_t>(1, n / 200));
+  const std::size_t created = std::max<std::size_t>(1, n / 200);
+  std::uint64_t appended_bytes = 0, created_bytes = 0;
+  for (std::size_t i = 0; i < appended; ++i) {
+    const std::uint64_t size = kib_1_to_8(random);
+    write_file(files[i].string(), size, random, content, true);
+    appended_bytes += size;
+  }
+  for (std::size_t i = appended; i < appended + deleted; ++i) fs::remove(files[i]);
+  std::vector<fs::path> places = dirs;
+  places.push_back(dir);
+  for (std::size_t i = 0; i < created; ++i) {
+    const std::uint64_t size = kib_1_to_8(random);
+    const fs::path& place = places[random() % places.size()];
+    write_file((place / fmt::format("new-{:05}.bin", i)).string(), size, random, content);
+    created_bytes += size;
+  }
+  std::string renamed = "no folder to rename";
+  if (!dirs.empty()) {
+    const fs::path from = dirs[random() % dirs.size()];
+    const fs::path to = from.string() + ".renamed";
+    std::size_t beneath = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(from)) {
+      beneath += entry.symlink_status().type() == fs::file_type::regular ? 1 : 0;
+    }
+    fs::rename(from, to);
+    renamed = fmt::format("renamed {} ({} files beneath)", fs::relative(from, dir).string(), beneath);
+  }
+  std::cout << fmt::format(
+      "{} of {} files appended ({} bytes), {} deleted, {} new ({} bytes), {}\n", appended, n,
+      appended_bytes, deleted, created, created_bytes, renamed);
+}
+
+struct Entry {
+  fs::file_type type;
+  unsigned mode;
+  std::uint64_t size;
+  std::string link;
+};
+
+std::map<std::string, Entry> listing(const std::string& root) {
+  std::map<std::string, Entry> out;
+  auto add = [&](const fs::path& path, const std::string& name) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) throw std::runtime_error("cannot lstat " + path.string());
+    Entry e{fs::symlink_status(path).type(), st.st_mode & 07777U,
+            S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0, ""};
+    if (S_ISLNK(st.st_mode)) e.link = fs::read_symlink(path).string();
+    out.emplace(name, std::move(e));
+  };
+  add(root, ".");
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    add(entry.path(), entry.path().lexically_relative(root).string());
+  }
+  return out;
+}
+
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  static std::vector<char> ba(1 << 20), bb(1 << 20);  // once: most files are small
+  while (fa && fb) {
+    fa.read(ba.data(), static_cast<std::streamsize>(ba.size()));
+    fb.read(bb.data(), static_cast<std::streamsize>(bb.size()));
+    if (fa.gcount() != fb.gcount() ||
+        !std::equal(ba.begin(), ba.begin() + fa.gcount(), bb.begin())) {
+      return false;
+    }
+  }
+  return fa.eof() && fb.eof();
+}
+
+int compare(const std::string& a, const std::string& b) {
+  const auto left = listing(a);
+  const auto right = listing(b);
+  std::vector<std::string> differences;
+  for (const auto& [name, l] : left) {
+    const auto it = right.find(name);
+    if (it == right.end()) {
+      differences.push_back("missing from the restore: " + name);
+      continue;
+    }
+    const Entry& r = it->second;
+    if (l.type != r.type) {
+      differences.push_back("type differs: " + name);
+    } else if (l.mode != r.mode) {
+      differences.push_back(fmt::format("mode {:o} instead of {:o}: {}", r.mode, l.mode, name));
+    } else if (l.link != r.link) {
+      differences.push_back(fmt::format("link to {} instead of {}: {}", r.link, l.link, name));
+    } else if (l.size != r.size || (l.type == fs::file_type::regular &&
+                                    !same_bytes(fs::path(a) / name, fs::path(b) / name))) {
+      differences.push_back("content differs: " + name);
+    }
+  }
+  for (const auto& [name, r] : right) {
+    if (!left.contains(name)) differences.push_back("not in the source: " + name);
+  }
+  for (std::size_t i = 0; i < std::min<std::size_t>(differences.size(), 20); ++i) {
+    std::cout << "  " << differences[i] << "\n";
+  }
+  if (differences.size() > 20) std::cout << "  ... " << differences.size() - 20 << " more\n";
+  std::cout << fmt::format("{} entries compared, {} differences\n", left.size(), differences.size());
+  return differences.empty() ? 0 : 1;
+}
+
+// Allocated and apparent bytes of everything beneath `dir` (as du -B1 and du -b count them).
+std::pair<std::uint64_t, std::uint64_t> disk_usage(const std::string& dir) {
+  std::uint64_t allocated = 0, apparent = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0) continue;
+    allocated += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    apparent += static_cast<std::uint64_t>(st.st_size);
+  }
+  return {allocated, apparent};
+}
+
+// A field of /proc/PID/<file> ("VmHWM:", "write_bytes:"), as a number (kB for memory).
+std::uint64_t proc_field(pid_t pid, const char* file, const std::string& key) {
+  std::ifstream in(fmt::format("/proc/{}/{}", pid, file));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(key.size()));
+  }
+  return 0;
+}
+
+struct Window {
+  std::vector<double> ms;
+  std::uint64_t added = 0;    // the archiver's own count (COMPLETE <bytes added>)
+  std::uint64_t written = 0;  // /proc/PID/io write_bytes: what reached the block layer
+  std::uint64_t rss_kib = 0;
+  std::uint64_t allocated = 0;  // archive size after the window
+};
+
+void print_window(const std::string& what, Window& w) {
+  std::sort(w.ms.begin(), w.ms.end());
+  double total = 0;
+  for (const double m : w.ms) total += m;
+  const double n = static_cast<double>(w.ms.size());
+  std::cout << fmt::format(
+      "  {:<22} {:>8.2f} ms/version (median {:.2f}, p99 {:.2f}) | {:>10.0f} bytes added/version "
+      "(archiver's count) | {:>10.0f} bytes written/version (/proc io) | archiver RSS {:.1f} "
+      "MiB | archive {:.1f} MiB allocated after\n",
+      what, total / n, w.ms[w.ms.size() / 2], w.ms[static_cast<std::size_t>(0.99 * (n - 1))],
+      static_cast<double>(w.added) / n, static_cast<double>(w.written) / n,
+      static_cast<double>(w.rss_kib) / 1024, static_cast<double>(w.allocated) / (1 << 20));
+}
+
+int versions(const std::string& dir, long count, long window, const std::string& archiver) {
+  const std::string src = dir + "/src";
+  const std::string root = dir + "/archive";
+  fs::create_directories(src);
+  const std::string file = src + "/small-file.txt";
+  window = std::min(window, count);
+  tw::LaunchSpec spec{archiver, {"--backup-root=" + root, "--log-level=warn"}, {}};
+  auto child = tw::make_process_launcher()->launch(spec);
+  const pid_t pid = child->pid();
+  std::mt19937_64 random(2026);
+  Window first, last;
+  std::uint64_t written_at = 0;
+  long failed = 0;
+  const auto start = Clock::now();
+  for (long i = 1; i <= count; ++i) {
+    std::string content(100 + random() % 200, ' ');
+    tw::bench::fill_text(content, random);
+    content = fmt::format("version {}\n", i) + content;
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out << content;
+    }
+    if (i == count - window + 1) written_at = proc_field(pid, "io", "write_bytes:");
+    const auto sent = Clock::now();
+    if (!child->write_line(fmt::format("{}\tUPDATE\t{}", i, tw::escape_bytes(file)))) {
+      throw std::runtime_error("the archiver stopped reading");
+    }
+    std::string line;
+    if (child->read_line(line, std::chrono::minutes(5)) != tw::ChildProcess::ReadStatus::Line) {
+      throw std::runtime_error(fmt::format("no answer to version {}", i));
+    }
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+    std::uint64_t added = 0;
+    const auto fields = line.find("\tCOMPLETE\t");
+    if (fields == std::string::npos) {
+      if (++failed <= 3) std::cerr << "archiver answered: " << line << "\n";
+    } else {
+      added = std::stoull(line.substr(fields + 10));
+    }
+    for (Window* w : {&first, &last}) {
+      const bool in = w == &first ? i <= window : i > count - window;
+      if (!in) continue;
+      w->ms.push_back(ms);
+      w->added += added;
+    }
+    if (i == window) {
+      first.written = proc_field(pid, "io", "write_bytes:");
+      first.rss_kib = proc_field(pid, "status", "VmRSS:");
+      first.allocated = disk_usage(root).first;
+    }
+    if (i % std::max<long>(1, count / 10) == 0) {
+      std::cerr << fmt::format("  ... {} versions, {:.0f} s\n", i,
+                               std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  last.written = proc_field(pid, "io", "write_bytes:") - written_at;
+  last.rss_kib = proc_field(pid, "status", "VmRSS:");
+  const std::uint64_t hwm_kib = proc_field(pid, "status", "VmHWM:");
+  const auto [allocated, apparent] = disk_usage(root);
+  last.allocated = allocated;
+  child->close_stdin();
+  child->wait_exit(std::chrono::seconds(30));
+  std::uintmax_t history = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root + "/nodes")) {
+    if (entry.path().extension() == ".history") history = std::max(history, entry.file_size());
+  }
+  std::cout << fmt::format("  {} versions in {:.1f} s ({:.2f} ms/version), {} failed\n", count,
+                           seconds, seconds * 1000 / static_cast<double>(count), failed);
+  print_window(fmt::format("versions 1-{}", window), first);
+  print_window(fmt::format("versions {}-{}", count - window + 1, count), last);
+  std::cout << fmt::format(
+      "  archive after {} versions: {:.1f} MiB allocated, {:.1f} MiB apparent, history file "
+      "{:.2f} MiB; archiver peak RSS {:.1f} MiB\n",
+      count, static_cast<double>(allocated) / (1 << 20), static_cast<double>(apparent) / (1 << 20),
+      static_cast<double>(history) / (1 << 20), static_cast<double>(hwm_kib) / 1024);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    CLI::App app{"timewarp-bench-peers: workloads and checks for bench/peers/run"};
+    app.require_subcommand(1);
+    std::string dir, other;
+    int files = 10000, mib = 1024;
+    std::uint64_t seed = 2026;
+    bool random_content = false;
+    long count = 100000, window = 1000;
+    std::string archiver = tw::sibling_executable("timewarp-archiver");
+    auto* small = app.add_subcommand("small", "files of 1-8 KiB of random bytes in 100 folders");
+    small->add_option("DIR", dir)->required();
+    small->add_option("--files", files)->check(CLI::Range(1, 10000000));
+    small->add_option("--seed", seed);
+    auto* big = app.add_subcommand("big", "text-like content in 8 files");
+    big->add_option("DIR", dir)->required();
+    big->add_option("--mib", mib)->check(CLI::Range(8, 1 << 20));
+    big->add_option("--seed", seed);
+    auto* chg = app.add_subcommand("change", "append, delete, create, rename one folder");
+    chg->add_option("DIR", dir)->required();
+    chg->add_option("--seed", seed);
+    chg->add_flag("--random", random_content, "random bytes instead of text-like");
+    auto* append = app.add_subcommand("append", "append text-like content to FILE");
+    append->add_option("FILE", dir)->required();
+    append->add_option("--mib", mib)->check(CLI::Range(1, 1 << 20));
+    append->add_option("--seed", seed);
+    auto* cmp = app.add_subcommand("compare", "A and B hold the same tree");
+    cmp->add_option("A", dir)->required();
+    cmp->add_option("B", other)->required();
+    auto* ver = app.add_subcommand("versions", "versions of one small file");
+    ver->add_option("DIR", dir)->required();
+    ver->add_option("--count", count)->check(CLI::Range(1L, 100000000L));
+    ver->add_option("--window", window)->check(CLI::Range(1L, 100000000L));
+    ver->add_option("--archiver", archiver);
+    CLI11_PARSE(app, argc, argv);
+    if (*small) make_small(dir, files, seed);
+    if (*big) make_big(dir, mib, seed);
+    if (*chg) change(dir, seed, random_content);
+    if (*append) {
+      std::mt19937_64 random(seed);
+      write_file(dir, static_cast<std::uint64_t>(mib) << 20, random, Content::Text, true);
+    }
+    if (*cmp) return compare(dir, other);
+    if (*ver) return versions(dir, count, window, archiver);
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "timewarp-bench-peers: " << e.what() << "\n";
+    return 1;
+  }
+}
