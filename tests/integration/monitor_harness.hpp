@@ -89,6 +89,21 @@ class MonitorHarness {
         "SELECT string_agg(op || ' ' || path || ': ' || coalesce(last_error, ''), '; ') "
         "FROM timewarp.items WHERE status = 'FAILED'");
   }
+  // Waits until the queue has held nothing NEW or DISPATCHED for `quiet` in a row (longer
+  // than the monitor's event window: nothing it saw is still on its way).
+  ::testing::AssertionResult drained_for(std::chrono::milliseconds quiet,
+                                         std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    auto quiet_since = std::chrono::steady_clock::now();
+    const bool ok = wait_until(
+        [&] {
+          const auto now = std::chrono::steady_clock::now();
+          if (open_items() > 0) quiet_since = now;
+          return now - quiet_since >= quiet;
+        },
+        timeout, std::chrono::milliseconds(20));
+    if (ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << open_items() << " items still open";
+  }
   // Waits until `count` items `op path` are COMPLETED and nothing else waits in the queue.
   ::testing::AssertionResult wait_done(const std::string& op, const std::string& raw_path,
                                        std::int64_t count = 1,

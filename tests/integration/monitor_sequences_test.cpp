@@ -40,19 +40,7 @@ class MonitorSequences : public ::testing::Test {
 
   std::string p(const std::string& name) const { return h_->path(name); }
 
-  // Waits until the queue has held nothing NEW or DISPATCHED for kQuiet in a row.
-  ::testing::AssertionResult drained() {
-    auto quiet_since = std::chrono::steady_clock::now();
-    const bool ok = test::wait_until(
-        [&] {
-          const auto now = std::chrono::steady_clock::now();
-          if (h_->open_items() > 0) quiet_since = now;
-          return now - quiet_since >= kQuiet;
-        },
-        60s, 20ms);
-    if (ok) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << h_->open_items() << " items still open";
-  }
+  ::testing::AssertionResult drained() { return h_->drained_for(kQuiet); }
 
   // Restores the whole source into a fresh directory and compares it with the live tree:
   // every difference, one per line ("" when they are equal), or why the restore failed.

@@ -40,20 +40,7 @@ class RetriedRequests : public ::testing::Test {
   }
   std::string p(const std::string& name) const { return h_->path(name); }
 
-  // Waits until the queue has held nothing NEW or DISPATCHED for a moment longer than the
-  // monitor's event window.
-  ::testing::AssertionResult drained() {
-    auto quiet_since = std::chrono::steady_clock::now();
-    const bool ok = test::wait_until(
-        [&] {
-          const auto now = std::chrono::steady_clock::now();
-          if (h_->open_items() > 0) quiet_since = now;
-          return now - quiet_since >= 600ms;
-        },
-        60s, 20ms);
-    if (ok) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << h_->open_items() << " items still open";
-  }
+  ::testing::AssertionResult drained() { return h_->drained_for(600ms); }
   // Waits until the chosen item has failed once and waits for its retry.
   ::testing::AssertionResult failed_once(const std::string& op) {
     const bool ok = test::wait_until(
