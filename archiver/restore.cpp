@@ -8,12 +8,14 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "archiver/paths.hpp"
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
+#include "common/paths.hpp"
 
 namespace tw::archive {
 namespace {
@@ -199,39 +201,22 @@ Result<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, 
   return current;
 }
 
-// The components of `dest` from "/", made absolute against the working directory (which
-// getcwd gives without links) and with "." and ".." taken lexically: every component must
-// be a real directory anyway, so this is what the kernel would resolve.
-Result<std::vector<std::string>> destination_parts(const std::string& dest) {
-  std::string absolute = dest;
-  if (absolute.empty() || absolute.front() != '/') {
-    std::string cwd(PATH_MAX, '\0');
-    if (::getcwd(cwd.data(), cwd.size()) == nullptr) {
-      return Error{fmt::format("cannot read the working directory: {}", std::strerror(errno))};
-    }
-    absolute = std::string(cwd.c_str()) + "/" + absolute;
-  }
-  std::vector<std::string> parts;
-  for (auto& part : components_below(absolute, "/")) {
-    if (part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(std::move(part));
-  }
-  return parts;
-}
-
 // Opens directory `dest` for restoring into, without following a link in any component:
 // a link at or above the destination is refused, not resolved. Missing directories are
 // created when `create`; `*created` says whether `dest` itself was.
 Result<UniqueFd> open_destination(const std::string& dest, bool create, bool* created) {
-  auto parts = destination_parts(dest);
-  if (!parts) return Error{parts.error()};
+  // Made absolute against the working directory (which has no links) and with "." and
+  // ".." taken lexically (absolute_path): every component must be a real directory anyway,
+  // so this is what the kernel would resolve.
+  std::vector<std::string> parts;
+  try {
+    parts = components_below(absolute_path(dest).native(), "/");
+  } catch (const std::filesystem::filesystem_error& e) {
+    return Error{fmt::format("cannot read the working directory: {}", e.code().message())};
+  }
   UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root) return Error{fmt::format("cannot open /: {}", std::strerror(errno))};
-  return open_below(root.get(), *parts, parts->size(), create, "/", created);
+  return open_below(root.get(), parts, parts.size(), create, "/", created);
 }
 
 std::string when(const VersionSelector& which, std::int64_t at_limit) {
