@@ -7,7 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "db/connection.hpp"
+#include "db/monitors.hpp"
+#include "db/status.hpp"
 
 namespace tw::cli {
 namespace {
@@ -17,27 +18,12 @@ struct ArchiversOptions {
   double wait = 10;   // seconds
 };
 
-struct LiveScheduler {
-  std::string id, host, pid;
-  int archivers = 0;
-};
-
 // Schedulers that run and heart-beat (a row left by one that was killed does not count).
-std::vector<LiveScheduler> live_schedulers(db::Connection& conn, double heartbeat_interval) {
-  auto r = conn.query(
-      R"(SELECT id, host, pid, archivers FROM timewarp.schedulers
-          WHERE stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1)
-          ORDER BY id)",
-      std::max(3 * heartbeat_interval, 15.0));
-  std::vector<LiveScheduler> out;
-  for (int row = 0; row < r.rows(); ++row) {
-    out.push_back({std::string(r.text(row, 0)), std::string(r.text(row, 1)),
-                   std::string(r.text(row, 2)), static_cast<int>(r.int64(row, 3))});
-  }
-  return out;
+std::vector<db::SchedulerInfo> live_schedulers(db::Connection& conn, double heartbeat_interval) {
+  return db::running_schedulers(conn, std::max(3 * heartbeat_interval, 15.0));
 }
 
-void print(const std::vector<LiveScheduler>& schedulers) {
+void print(const std::vector<db::SchedulerInfo>& schedulers) {
   for (const auto& s : schedulers) {
     std::cout << fmt::format("scheduler {} on {} (pid {}): {} archivers\n", s.id, s.host, s.pid,
                              s.archivers);
@@ -52,10 +38,7 @@ int run_archivers(const Config& config, const ArchiversOptions& options) {
     if (schedulers.empty()) std::cout << "no scheduler is running\n";
     return 0;
   }
-  conn.query(
-      R"(INSERT INTO timewarp.control (name, value, set_at) VALUES ('archivers', $1, now())
-         ON CONFLICT (name) DO UPDATE SET value = excluded.value, set_at = excluded.set_at)",
-      std::to_string(options.archivers));
+  db::write_control(conn, "archivers", std::to_string(options.archivers));
   std::cout << fmt::format("asked the running monitors for {} archivers\n", options.archivers);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<std::int64_t>(options.wait * 1000));

@@ -21,6 +21,7 @@
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 #include "db/connection.hpp"
+#include "db/session.hpp"
 #include "db/housekeeping.hpp"
 #include "db/status.hpp"
 
@@ -82,18 +83,17 @@ ViewOptions view_options(const Config& config, const db::Connection& conn,
 
 // An error message for one line: a missing schema (a database never migrated) says what to
 // do instead of showing the failed SQL.
-std::string error_text(const db::DbError& e) {
-  const auto* sql = dynamic_cast<const db::SqlError*>(&e);
+std::string error_text(std::string text, std::string_view sqlstate) {
   // 42P01 undefined_table, 3F000 invalid_schema_name, 42883 undefined_function.
-  if (sql &&
-      (sql->sqlstate() == "42P01" || sql->sqlstate() == "3F000" || sql->sqlstate() == "42883")) {
+  if (sqlstate == "42P01" || sqlstate == "3F000" || sqlstate == "42883") {
     return "the database has no TimeWarp schema (or an old one): run `timewarp migrate`, or "
            "start timewarp-monitor";
   }
-  std::string text = e.what();
   if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
   return text;
 }
+
+std::string error_text(const db::SqlError& e) { return error_text(e.what(), e.sqlstate()); }
 
 // Runs a command, turning a missing schema into a message that says what to do.
 template <class Fn>
@@ -202,35 +202,44 @@ int run_status_watch(const Config& config, const StatusOptions& options) {
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   const auto interval =
       std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.1, options.interval) * 1000));
-  std::unique_ptr<db::Connection> conn;
   std::optional<std::int64_t> finished_at_start;
   ViewOptions view;
+  // One attempt a frame: the frame shows why the database is away, so nothing is logged.
+  db::Session session({.conninfo = config.database,
+                       .who = "status",
+                       .first_delay = interval,
+                       .max_delay = interval,
+                       .on_connect =
+                           [&](db::Connection& conn) {
+                             view = view_options(config, conn, options.color);
+                           },
+                       .log_failures = false});
   catch_interrupts();
   for (int frame = 1; options.count <= 0 || frame <= options.count; ++frame) {
     const auto started = Clock::now();
     std::string body;
-    try {
-      if (!conn) {
-        conn = std::make_unique<db::Connection>(config.database);
-        view = view_options(config, *conn, options.color);
-      }
-      const auto report = db::read_status(*conn, options.failures);
-      const auto finished = report.counts.completed + report.counts.failed;
+    const auto report = session.run("reading the status", [&](db::Connection& conn) {
+      return db::read_status(conn, options.failures);
+    });
+    if (report) {
+      const auto finished = report->counts.completed + report->counts.failed;
       if (!finished_at_start) finished_at_start = finished;
       // Pruning lowers the completed total; progress never goes backwards for it.
       finished_at_start = std::min(*finished_at_start, finished);
-      const WatchProgress progress{finished - *finished_at_start, backlog(report.counts), frame};
-      body = options.json ? dump_json(status_json(report, view, &progress), -1) + "\n"
-                          : status_text(report, view, &progress);
-    } catch (const db::DbError& e) {
-      const bool lost = dynamic_cast<const db::BrokenConnection*>(&e) != nullptr;
-      conn.reset();
+      const WatchProgress progress{finished - *finished_at_start, backlog(report->counts), frame};
+      body = options.json ? dump_json(status_json(*report, view, &progress), -1) + "\n"
+                          : status_text(*report, view, &progress);
+    } else {
+      const auto failure = session.last_failure().value_or(
+          db::Session::Failure{db::ErrorKind::Outage, "no connection yet", ""});
+      const auto text = error_text(failure.message, failure.sqlstate);
       if (options.json) {
-        body = dump_json({{"error", error_text(e)}, {"watch", {{"frame", frame}}}}, -1) + "\n";
+        body = dump_json({{"error", text}, {"watch", {{"frame", frame}}}}, -1) + "\n";
       } else {
         body = fmt::format("TimeWarp status: {}: {}\nretrying every {}\n",
-                           lost ? "database unreachable" : "database error", error_text(e),
-                           duration(std::chrono::duration<double>(interval).count()));
+                           failure.kind == db::ErrorKind::Outage ? "database unreachable"
+                                                                 : "database error",
+                           text, duration(std::chrono::duration<double>(interval).count()));
       }
     }
     if (options.json) {

@@ -186,6 +186,19 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
         s.archivers, s.busy, s.idle, s.busy_high_water, s.batch_queue_length,
         s.batch_queue_high_water, s.items_done, s.items_failed);
   }
+  if (!report.database_errors.empty()) {
+    line("db errors",
+         paint.red(fmt::format("{} {} failing a statement again and again (nothing is lost: "
+                               "that work waits until the cause is removed)",
+                               report.database_errors.size(),
+                               report.database_errors.size() == 1 ? "process" : "processes")));
+    for (const auto& e : report.database_errors) {
+      out += fmt::format("  {} #{} on {}  pid {}  {} since it started, failing for {}\n",
+                         e.process, e.id, printable(e.host), e.pid, plural(e.errors, "error"),
+                         duration(e.failing_for));
+      out += fmt::format("      {}\n", paint.red(printable(e.error, 300)));
+    }
+  }
   out += "\n";
 
   if (c.failed_last_hour == 0) {
@@ -213,6 +226,16 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
     schedulers.push_back(scheduler_json(s, options.stale_after));
   Json failures = Json::array();
   for (const auto& f : report.recent_failures) failures.push_back(item_json(f));
+  Json database_errors = Json::array();
+  for (const auto& e : report.database_errors) {
+    database_errors.push_back({{"process", e.process},
+                               {"id", e.id},
+                               {"host", e.host},
+                               {"pid", e.pid},
+                               {"errors", e.errors},
+                               {"error", e.error},
+                               {"failing_for_seconds", e.failing_for}});
+  }
   Json doc{{"time", report.time},
            {"database", options.database},
            {"backlog",
@@ -228,6 +251,7 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
              {"drain_eta_seconds", optional_number(drain_eta(c))}}},
            {"totals", {{"completed", c.completed}, {"failed", c.failed}}},
            {"schedulers", std::move(schedulers)},
+           {"database_errors", std::move(database_errors)},
            {"failures", {{"last_hour", c.failed_last_hour}, {"recent", std::move(failures)}}}};
   if (watch) {
     const double total = static_cast<double>(watch->done + watch->remaining);

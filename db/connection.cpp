@@ -108,7 +108,7 @@ PgResult Connection::exec(const std::string& sql, const std::vector<Param>& para
                       ? PQexec(conn_.get(), sql.c_str())
                       : PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(params.size()),
                                      nullptr, values.data(), nullptr, nullptr, 0);
-  return checked(raw);
+  return checked(raw, sql);
 }
 
 PgResult Connection::exec_prepared(const std::string& sql, const std::vector<Param>& params) {
@@ -116,15 +116,42 @@ PgResult Connection::exec_prepared(const std::string& sql, const std::vector<Par
   if (found == statements_.end()) {
     const std::string name = fmt::format("tw_{}", statements_.size() + 1);
     checked(PQprepare(conn_.get(), name.c_str(), sql.c_str(), static_cast<int>(params.size()),
-                      nullptr));
+                      nullptr),
+            sql);
     found = statements_.emplace(sql, name).first;
   }
   const auto values = c_strings(params);
   return checked(PQexecPrepared(conn_.get(), found->second.c_str(), static_cast<int>(params.size()),
-                                values.data(), nullptr, nullptr, 0));
+                                values.data(), nullptr, nullptr, 0),
+                 sql);
 }
 
-PgResult Connection::checked(PGresult* raw) {
+namespace {
+
+// The first words of a statement, whitespace folded, for an error message.
+std::string statement_summary(std::string_view sql) {
+  constexpr std::size_t kMost = 100;
+  std::string out;
+  bool space = false;
+  for (const char c : sql) {
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+    if (out.size() >= kMost) {
+      out += "...";
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PgResult Connection::checked(PGresult* raw, std::string_view sql) {
   PgResult result(raw);
   const auto status = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
@@ -141,7 +168,8 @@ PgResult Connection::checked(PGresult* raw) {
     throw BrokenConnection(fmt::format("database connection lost ({}): {}", description_,
                                        libpq_message(PQresultErrorMessage(raw))));
   }
-  throw SqlError(libpq_message(PQresultErrorMessage(raw)), std::move(sqlstate));
+  throw SqlError(libpq_message(PQresultErrorMessage(raw)), std::move(sqlstate),
+                 statement_summary(sql));
 }
 
 void Connection::listen(const std::string& channel) {

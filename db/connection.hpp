@@ -31,14 +31,22 @@ class BrokenConnection : public DbError {
 // The server refused a statement.
 class SqlError : public DbError {
  public:
-  SqlError(const std::string& message, std::string sqlstate)
-      : DbError(message), sqlstate_(std::move(sqlstate)) {}
+  SqlError(const std::string& message, std::string sqlstate, std::string statement = {})
+      : DbError(message), sqlstate_(std::move(sqlstate)), statement_(std::move(statement)) {}
   const std::string& sqlstate() const { return sqlstate_; }
-  // Serialization failure or deadlock: the same transaction may succeed if run again.
-  bool retryable() const { return sqlstate_ == "40001" || sqlstate_ == "40P01"; }
+  // The start of the statement that failed, on one line, for messages.
+  const std::string& statement() const { return statement_; }
+  // A state of the server, not of the statement: the same statement may succeed if run
+  // again. Class 40 (serialization failure, deadlock), 53 (too many connections, out of
+  // memory or disk), 55P03 (lock not available) and 57014 (statement timeout).
+  bool retryable() const {
+    return sqlstate_.rfind("40", 0) == 0 || sqlstate_.rfind("53", 0) == 0 ||
+           sqlstate_ == "55P03" || sqlstate_ == "57014";
+  }
 
  private:
   std::string sqlstate_;
+  std::string statement_;
 };
 
 // A statement parameter: text, or NULL.
@@ -98,7 +106,16 @@ class Connection {
   // Runs `fn` inside BEGIN/COMMIT, rolling back if it throws.
   template <class Fn>
   auto transaction(Fn&& fn) {
-    exec("BEGIN");
+    return transaction("BEGIN", std::forward<Fn>(fn));
+  }
+  // Runs `fn` in one read-only snapshot: every read inside sees the same moment.
+  template <class Fn>
+  auto snapshot(Fn&& fn) {
+    return transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", std::forward<Fn>(fn));
+  }
+  template <class Fn>
+  auto transaction(const char* begin, Fn&& fn) {
+    exec(begin);
     try {
       if constexpr (std::is_void_v<decltype(fn())>) {
         fn();
@@ -139,8 +156,9 @@ class Connection {
   }
 
  private:
-  // Returns `raw` as a result, or throws BrokenConnection / SqlError for a failed one.
-  PgResult checked(PGresult* raw);
+  // Returns `raw` as a result, or throws BrokenConnection / SqlError for a failed one
+  // (`sql`: the statement, named in the error).
+  PgResult checked(PGresult* raw, std::string_view sql);
 
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn_{nullptr, &PQfinish};
   std::string description_;

@@ -280,6 +280,22 @@ std::int64_t Queue::recover_expired_leases(int max_attempts) {
   return result.affected();
 }
 
+SessionHealth combined(const SessionHealth& a, const SessionHealth& b) {
+  SessionHealth out = a.failing.empty() ? b : a;
+  out.statement_errors = a.statement_errors + b.statement_errors;
+  return out;
+}
+
+std::optional<std::string> failing_text(const SessionHealth& health) {
+  if (health.failing.empty()) return std::nullopt;
+  return health.failing;
+}
+
+std::optional<double> failing_since(const SessionHealth& health) {
+  if (health.failing.empty()) return std::nullopt;
+  return health.failing_since;
+}
+
 std::int64_t Queue::register_scheduler(const std::string& host, int pid,
                                        std::string_view strategy, int batch_size, int archivers) {
   auto result = conn_.query(
@@ -298,11 +314,13 @@ void Queue::heartbeat(std::int64_t scheduler_id, const SchedulerStats& s, double
          UPDATE timewarp.schedulers
             SET heartbeat_at = now(), archivers = $2, busy_consumers = $3, idle_consumers = $4,
                 busy_high_water = $5, batch_queue_length = $6, batch_queue_high_water = $7,
-                items_done = $8, items_failed = $9, stopped_at = NULL
+                items_done = $8, items_failed = $9, stopped_at = NULL, db_errors = $12,
+                db_error = $13, db_error_since = to_timestamp($14)
           WHERE id = $1)",
       scheduler_id, s.archivers, s.busy, s.idle, s.busy_high_water, s.batch_queue_length,
       s.batch_queue_high_water, s.items_done, s.items_failed, lease_seconds,
-      int_array_literal(std::vector<std::int64_t>(held_ids.begin(), held_ids.end())));
+      int_array_literal(std::vector<std::int64_t>(held_ids.begin(), held_ids.end())),
+      s.database.statement_errors, failing_text(s.database), failing_since(s.database));
 }
 
 void Queue::unregister_scheduler(std::int64_t scheduler_id, const SchedulerStats& s) {
@@ -335,6 +353,28 @@ bool Queue::has_claimable() {
   auto r = conn_.query(
       "SELECT EXISTS (SELECT 1 FROM timewarp.items WHERE status = 'NEW' AND not_before <= now())");
   return r.text(0, 0) == "t";
+}
+
+std::optional<double> Queue::next_delayed_in() {
+  auto r = conn_.query(
+      "SELECT extract(epoch FROM min(not_before) - now())::float8 FROM timewarp.items "
+      "WHERE status = 'NEW' AND not_before > now()");
+  return r.opt_float8(0, 0);
+}
+
+std::vector<std::pair<std::string, std::string>> Queue::waiting_beneath(
+    std::span<const std::string> escaped_roots) {
+  auto r = conn_.query(
+      R"(SELECT op, path FROM timewarp.items i
+          WHERE status = 'NEW'
+            AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS r(root)
+                         WHERE r.root = '/' OR i.path = r.root
+                            OR starts_with(i.path, r.root || '/')))",
+      array_literal(std::vector<Param>(escaped_roots.begin(), escaped_roots.end())));
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(static_cast<std::size_t>(r.rows()));
+  for (int row = 0; row < r.rows(); ++row) out.emplace_back(r.text(row, 0), r.text(row, 1));
+  return out;
 }
 
 }  // namespace tw::db

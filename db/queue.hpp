@@ -14,6 +14,7 @@
 
 #include "common/protocol.hpp"
 #include "db/connection.hpp"
+#include "db/session.hpp"
 
 namespace tw::db {
 
@@ -101,7 +102,14 @@ struct SchedulerStats {
   int batch_queue_high_water = 0;
   std::int64_t items_done = 0;
   std::int64_t items_failed = 0;
+  SessionHealth database;  // statement errors of the scheduler's sessions
 };
+
+// Of two threads' session health, the one to report: errors added, a failing one kept.
+SessionHealth combined(const SessionHealth& a, const SessionHealth& b);
+// A health's failing error and its start as statement parameters (NULL when none fails).
+std::optional<std::string> failing_text(const SessionHealth& health);
+std::optional<double> failing_since(const SessionHealth& health);
 
 class Queue {
  public:
@@ -143,6 +151,12 @@ class Queue {
 
   QueueCounts counts();
   bool has_claimable();
+  // Seconds until the earliest delayed NEW item falls due (nothing when none waits).
+  std::optional<double> next_delayed_in();
+  // The NEW items whose path lies beneath one of `escaped_roots` ("/" is every path): op
+  // and escaped path each.
+  std::vector<std::pair<std::string, std::string>> waiting_beneath(
+      std::span<const std::string> escaped_roots);
   // Claimable items, counted up to `cap` (so the count stays cheap with a huge backlog).
   std::int64_t count_claimable(std::int64_t cap);
 

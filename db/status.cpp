@@ -54,16 +54,19 @@ std::vector<ItemRecord> read_items(const PgResult& r) {
   return items;
 }
 
-std::vector<SchedulerInfo> read_schedulers(Connection& conn) {
+}  // namespace
+
+std::vector<SchedulerInfo> running_schedulers(Connection& conn, double max_heartbeat_age) {
   auto r = conn.query(fmt::format(
       R"(SELECT id, host, pid, strategy, batch_size, {},
                 extract(epoch FROM now() - heartbeat_at)::float8, archivers, busy_consumers,
                 idle_consumers, busy_high_water, batch_queue_length, batch_queue_high_water,
                 items_done, items_failed
            FROM timewarp.schedulers
-          WHERE stopped_at IS NULL AND heartbeat_at > now() - interval '1 hour'
+          WHERE stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1)
           ORDER BY id)",
-      iso("started_at")));
+      iso("started_at")),
+      max_heartbeat_age);
   std::vector<SchedulerInfo> out;
   for (int row = 0; row < r.rows(); ++row) {
     SchedulerInfo s;
@@ -83,6 +86,37 @@ std::vector<SchedulerInfo> read_schedulers(Connection& conn) {
     s.items_done = r.int64(row, 13);
     s.items_failed = r.int64(row, 14);
     out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<DatabaseErrorInfo> read_database_errors(Connection& conn) {
+  auto r = conn.query(
+      R"(SELECT process, id, host, pid, db_errors, db_error,
+                extract(epoch FROM now() - db_error_since)::float8
+           FROM (SELECT 'scheduler' AS process, id, host, pid, db_errors, db_error,
+                        db_error_since, heartbeat_at, stopped_at
+                   FROM timewarp.schedulers
+                 UNION ALL
+                 SELECT 'monitor', id, host, pid, db_errors, db_error, db_error_since,
+                        heartbeat_at, stopped_at
+                   FROM timewarp.monitors) p
+          WHERE db_error IS NOT NULL AND stopped_at IS NULL
+            AND heartbeat_at > now() - interval '1 hour'
+          ORDER BY process DESC, id)");
+  std::vector<DatabaseErrorInfo> out;
+  for (int row = 0; row < r.rows(); ++row) {
+    DatabaseErrorInfo e;
+    e.process = r.text(row, 0);
+    e.id = r.int64(row, 1);
+    e.host = r.text(row, 2);
+    e.pid = static_cast<int>(r.int64(row, 3));
+    e.errors = r.int64(row, 4);
+    e.error = r.text(row, 5);
+    e.failing_for = std::max(0.0, r.opt_float8(row, 6).value_or(0.0));
+    out.push_back(std::move(e));
   }
   return out;
 }
@@ -113,13 +147,13 @@ QueueCounts read_queue_counts(Connection& conn, std::string* server_time) {
 
 StatusReport read_status(Connection& conn, int max_failures) {
   // One read-only snapshot in as few round trips as the parts allow (a status runs every
-  // second under --watch): BEGIN, the counts with the time, the schedulers, the failures
-  // when there are any, COMMIT.
-  conn.exec("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-  try {
+  // second under --watch): the counts with the time, the schedulers, the failures when
+  // there are any.
+  return conn.snapshot([&] {
     StatusReport report;
     report.counts = read_queue_counts(conn, &report.time);
-    report.schedulers = read_schedulers(conn);
+    report.schedulers = running_schedulers(conn, 3600);
+    report.database_errors = read_database_errors(conn);
     if (max_failures > 0 && report.counts.failed_last_hour > 0) {
       report.recent_failures = read_items(conn.query(fmt::format(R"(SELECT {} FROM timewarp.items
                           WHERE status = 'FAILED' AND finished_at > now() - interval '1 hour'
@@ -127,12 +161,8 @@ StatusReport read_status(Connection& conn, int max_failures) {
                                                                  item_columns()),
                                                      max_failures));
     }
-    conn.exec("COMMIT");
     return report;
-  } catch (...) {
-    if (conn.healthy()) PgResult rollback(PQexec(conn.native(), "ROLLBACK"));
-    throw;
-  }
+  });
 }
 
 std::vector<ItemRecord> item_history(Connection& conn, const std::string& escaped_path, int limit) {

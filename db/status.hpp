@@ -59,6 +59,17 @@ struct ItemRecord {
   std::optional<std::int64_t> cpu_us;
 };
 
+// A scheduler or monitor that keeps failing a statement (db/session.hpp), from its row.
+struct DatabaseErrorInfo {
+  std::string process;  // "scheduler", "monitor"
+  std::int64_t id = 0;
+  std::string host;
+  int pid = 0;
+  std::int64_t errors = 0;  // statement errors since the process started
+  std::string error;        // the one failing now
+  double failing_for = 0;   // seconds
+};
+
 struct StatusReport {
   std::string time;  // the server's clock when the snapshot was taken
   QueueCounts counts;
@@ -68,11 +79,17 @@ struct StatusReport {
   // Failures of the last hour, newest first, at most the number asked for
   // (counts.failed_last_hour has them all).
   std::vector<ItemRecord> recent_failures;
+  // Running schedulers and monitors with a statement failing now, in id order.
+  std::vector<DatabaseErrorInfo> database_errors;
 };
 
 // The counts of timewarp.queue_status (what Queue::counts() returns); with `server_time`,
 // also the server's clock, ISO 8601.
 QueueCounts read_queue_counts(Connection& conn, std::string* server_time = nullptr);
+
+// Schedulers not stopped whose last heartbeat is at most `max_heartbeat_age` seconds old,
+// in id order.
+std::vector<SchedulerInfo> running_schedulers(Connection& conn, double max_heartbeat_age);
 
 // Reads everything in one read-only snapshot, so the parts agree with each other.
 StatusReport read_status(Connection& conn, int max_failures);

@@ -19,6 +19,7 @@
 
 #include "common/escape.hpp"
 #include "common/paths.hpp"
+#include "db/monitors.hpp"
 #include "db/queue.hpp"
 
 namespace tw::monitor {
@@ -26,7 +27,9 @@ namespace {
 
 constexpr auto kFirstRestartDelay = std::chrono::milliseconds(200);
 constexpr auto kMaxRestartDelay = std::chrono::milliseconds(30000);
+constexpr auto kFirstDbDelay = std::chrono::milliseconds(100);
 constexpr auto kMaxDbBackoff = std::chrono::milliseconds(10000);
+constexpr std::string_view kQueueing = "queueing changes";
 constexpr auto kStopWait = std::chrono::seconds(60);
 // A scheduler that ran this long before dying is considered healthy: backoff resets.
 constexpr auto kHealthyRun = std::chrono::seconds(30);
@@ -82,35 +85,31 @@ std::vector<std::string> changed_keys(const Config& a, const Config& b,
 }  // namespace
 
 PendingLookup make_pending_lookup(std::string conninfo) {
-  auto conn = std::make_shared<std::unique_ptr<db::Connection>>();
-  return [conninfo = std::move(conninfo),
-          conn](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
-    try {
-      if (!*conn || !(*conn)->healthy()) *conn = std::make_unique<db::Connection>(conninfo);
-      std::vector<db::Param> escaped;
-      for (const auto& root : roots) escaped.emplace_back(escape_bytes(root));
-      auto r = (*conn)->query(
-          R"(SELECT op, path FROM timewarp.items i
-              WHERE status = 'NEW'
-                AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS r(root)
-                             WHERE r.root = '/' OR i.path = r.root
-                                OR starts_with(i.path, r.root || '/')))",
-          db::array_literal(escaped));
-      PendingSet pending;
-      for (int row = 0; row < r.rows(); ++row) {
-        auto path = unescape_bytes(r.text(row, 1));
-        if (!path) continue;
-        const auto op = parse_op(r.text(row, 0));
-        pending.paths[*path] |= op == Op::Update                       ? PendingSet::kUpdate
-                                : (op == Op::Delete || op == Op::Move) ? PendingSet::kDelete
-                                                                       : 0u;
-      }
-      return pending;
-    } catch (const db::DbError& e) {
-      spdlog::warn("looking up the queue's waiting work: {}", e.what());
-      conn->reset();
-      return std::nullopt;
+  auto session = std::make_shared<db::Session>(db::Session::Options{
+      .conninfo = std::move(conninfo),
+      .who = "queue look-up",
+      .first_delay = std::chrono::milliseconds(100),
+      .max_delay = kMaxDbBackoff,
+      .on_connect = nullptr,
+                .log_failures = true});
+  return [session](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
+    std::vector<std::string> escaped;
+    for (const auto& root : roots) escaped.push_back(escape_bytes(root));
+    const auto waiting = session->run("looking up the queue's waiting work",
+                                      [&](db::Connection& conn) {
+                                        return db::Queue(conn).waiting_beneath(escaped);
+                                      });
+    if (!waiting) return std::nullopt;
+    PendingSet pending;
+    for (const auto& [op_text, stored] : *waiting) {
+      auto path = unescape_bytes(stored);
+      if (!path) continue;
+      const auto op = parse_op(op_text);
+      pending.paths[*path] |= op == Op::Update                       ? PendingSet::kUpdate
+                              : (op == Op::Delete || op == Op::Move) ? PendingSet::kDelete
+                                                                     : 0u;
     }
+    return pending;
   };
 }
 
@@ -128,6 +127,12 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
       signal_fd_(),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       archive_(config_.backup_root),
+      session_({.conninfo = config_.database,
+                .who = "monitor",
+                .first_delay = kFirstDbDelay,
+                .max_delay = kMaxDbBackoff,
+                .on_connect = [this](db::Connection& conn) { on_connect(conn); },
+                .log_failures = true}),
       batcher_({seconds_ms(config_.event_delay), kInsertChunk}, [this] {
         const std::uint64_t one = 1;
         [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
@@ -163,45 +168,38 @@ Monitor::~Monitor() {
   if (watcher_) watcher_->stop();
 }
 
-// The listener connection failed: drop it and try again after a backoff.
-void Monitor::lost_database(const db::DbError& error, std::string_view doing) {
-  spdlog::warn("{}: {}; reconnecting in {} ms", doing, error.what(), db_backoff_.count());
-  conn_.reset();
-  reconnect_at_ = Clock::now() + db_backoff_;
-  db_backoff_ = std::min(db_backoff_ * 2, kMaxDbBackoff);
+// Set-up of every new listener connection: LISTEN, the monitor's row (again, if it is
+// gone), the run-time setting made while nobody listened, and one look at the queue for the
+// work added meanwhile. Runs inside the session's connect: it only reads and records; the
+// main loop acts on what it found.
+void Monitor::on_connect(db::Connection& conn) {
+  conn.listen("timewarp_items");
+  conn.listen("timewarp_control");
+  spdlog::info("listening for queue changes ({})", conn.describe());
+  if (monitor_id_ == 0 || !db::monitor_registered(conn, monitor_id_)) {
+    std::vector<std::string> roots;
+    for (const auto& root : filter_.roots()) roots.push_back(escape_bytes(root));
+    const auto registered = db::register_monitor(conn, hostname(), static_cast<int>(::getpid()),
+                                                 roots, config_.archivers);
+    monitor_id_ = registered.id;
+    // At start the configuration decides; later `timewarp archivers N` does.
+    if (!control_applied_at_) control_applied_at_ = registered.registered_at;
+  }
+  read_control(conn);     // an instruction given while we were away
+  recheck_queue_ = true;  // and work added while nobody listened
 }
 
 bool Monitor::ensure_database() {
-  if (conn_ && conn_->healthy()) return true;
-  conn_.reset();
-  if (reconnect_at_ && Clock::now() < *reconnect_at_) return false;
+  if (session_.connected()) return true;
+  if (session_.wait() > std::chrono::milliseconds(0)) return false;
   try {
-    conn_ = std::make_unique<db::Connection>(config_.database);
-    conn_->listen("timewarp_items");
-    conn_->listen("timewarp_control");
-    reconnect_at_.reset();
-    db_backoff_ = std::chrono::milliseconds(100);
-    spdlog::info("listening for queue changes ({})", conn_->describe());
-    if (monitor_id_ == 0 ||
-        conn_->query("SELECT 1 FROM timewarp.monitors WHERE id = $1", monitor_id_).rows() == 0) {
-      std::vector<db::Param> roots;
-      for (const auto& root : filter_.roots()) roots.emplace_back(escape_bytes(root));
-      auto r = conn_->query(
-          R"(INSERT INTO timewarp.monitors (host, pid, source_dirs, archivers)
-             VALUES ($1, $2, $3::text[], $4)
-             RETURNING id, extract(epoch FROM now())::float8)",
-          hostname(), static_cast<int>(::getpid()), db::array_literal(roots), config_.archivers);
-      monitor_id_ = r.int64(0, 0);
-      // At start the configuration decides; later `timewarp archivers N` does.
-      if (!control_applied_at_) control_applied_at_ = r.float8(0, 1);
-    }
-    check_control();        // an instruction given while we were away
-    recheck_queue_ = true;  // and work added while nobody listened
-    return true;
+    session_.connect_now();
   } catch (const db::DbError& e) {
-    lost_database(e, "database");
+    spdlog::warn("database: {}; reconnecting in {} ms", e.what(), session_.wait().count());
     return false;
   }
+  apply_control();
+  return true;
 }
 
 void Monitor::send(const std::string& line) {
@@ -215,26 +213,24 @@ void Monitor::send(const std::string& line) {
 // missing (it should find nothing the notifications and retry timer did not announce).
 void Monitor::check_queue(bool periodic) {
   if (!scheduler_ || stopping_ || !ensure_database()) return;
-  try {
-    db::Queue queue(*conn_);
-    const auto counts_claimable = queue.has_claimable();
-    auto next = conn_->query(
-        "SELECT extract(epoch FROM min(not_before) - now())::float8 FROM timewarp.items "
-        "WHERE status = 'NEW' AND not_before > now()");
-    retry_due_.reset();
-    if (!next.is_null(0, 0)) {
-      const auto seconds = std::max(0.0, next.float8(0, 0));
-      retry_due_ =
-          Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000) + 1);
+  const auto look = session_.run("checking the queue", [](db::Connection& conn) {
+    db::Queue queue(conn);
+    const bool claimable = queue.has_claimable();
+    return std::pair{claimable, queue.next_delayed_in()};
+  });
+  if (!look) return;
+  const auto& [claimable, next_in] = *look;
+  retry_due_.reset();
+  if (next_in) {
+    const auto seconds = std::max(0.0, *next_in);
+    retry_due_ =
+        Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000) + 1);
+  }
+  if (handshake_.on_possible_work(claimable)) {
+    if (periodic) {
+      spdlog::info("the periodic look at the queue found claimable items; waking the scheduler");
     }
-    if (handshake_.on_possible_work(counts_claimable)) {
-      if (periodic) {
-        spdlog::info("the periodic look at the queue found claimable items; waking the scheduler");
-      }
-      send("READY");
-    }
-  } catch (const db::DbError& e) {
-    lost_database(e, "checking the queue");
+    send("READY");
   }
 }
 
@@ -242,38 +238,39 @@ void Monitor::check_queue(bool periodic) {
 void Monitor::queue_changes() {
   auto changes = batcher_.take();
   if (changes.empty()) return;
-  const auto put_back = [&](std::size_t from) {
-    std::vector<Change> rest(
-        std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(from)),
-        std::make_move_iterator(changes.end()));
-    batcher_.restore(std::move(rest), reconnect_at_.value_or(Clock::now() + db_backoff_));
-  };
-  if (!ensure_database()) return put_back(0);
   std::size_t done = 0;
-  try {
-    db::Queue queue(*conn_);
-    while (done < changes.size()) {
-      const std::size_t end = std::min(changes.size(), done + kInsertChunk);
-      std::vector<db::NewItem> items;
-      items.reserve(end - done);
-      for (std::size_t i = done; i < end; ++i) {
-        const Change& c = changes[i];
-        db::NewItem item;
-        item.op = c.op;
-        item.path = escape_bytes(c.path);
-        if (c.op == Op::Move) item.dest_path = escape_bytes(c.dest);
-        item.source_root = escape_bytes(filter_.root_of(c.op == Op::Move ? c.dest : c.path));
-        item.priority = c.priority;
-        item.size = c.size;
-        item.mtime = c.mtime;
-        items.push_back(std::move(item));
+  if (ensure_database()) {
+    session_.run(kQueueing, [&](db::Connection& conn) {
+      db::Queue queue(conn);
+      while (done < changes.size()) {
+        const std::size_t end = std::min(changes.size(), done + kInsertChunk);
+        std::vector<db::NewItem> items;
+        items.reserve(end - done);
+        for (std::size_t i = done; i < end; ++i) {
+          const Change& c = changes[i];
+          db::NewItem item;
+          item.op = c.op;
+          item.path = escape_bytes(c.path);
+          if (c.op == Op::Move) item.dest_path = escape_bytes(c.dest);
+          item.source_root = escape_bytes(filter_.root_of(c.op == Op::Move ? c.dest : c.path));
+          item.priority = c.priority;
+          item.size = c.size;
+          item.mtime = c.mtime;
+          items.push_back(std::move(item));
+        }
+        queue.enqueue(items);
+        done = end;
       }
-      queue.enqueue(items);
-      done = end;
-    }
-  } catch (const db::DbError& e) {
-    lost_database(e, fmt::format("queueing {} changes (kept to try again)", changes.size() - done));
-    put_back(done);
+    });
+  }
+  if (done < changes.size()) {
+    // Kept, in order, to be tried again when the session allows.
+    spdlog::debug("{} changes kept to queue again", changes.size() - done);
+    std::vector<Change> rest(
+        std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(done)),
+        std::make_move_iterator(changes.end()));
+    batcher_.restore(std::move(rest),
+                     std::max(session_.ready_at(kQueueing), Clock::now() + kFirstDbDelay));
   }
   items_queued_ += static_cast<std::int64_t>(done);
   spdlog::debug("queued {} changes", done);
@@ -282,37 +279,32 @@ void Monitor::queue_changes() {
 
 void Monitor::heartbeat(bool stopping) {
   next_heartbeat_ = Clock::now() + seconds_ms(std::max(0.05, config_.heartbeat_interval));
-  if (monitor_id_ == 0 || !ensure_database()) return;
+  if (!ensure_database() || monitor_id_ == 0) return;
   const auto s = watcher_->stats();
-  try {
-    conn_->query(
-        R"(UPDATE timewarp.monitors
-              SET heartbeat_at = now(), watches = $2, unwatched_dirs = $3, events = $4,
-                  changes = $5, items_queued = $6, rescans = $7, archivers = $8,
-                  scheduler_pid = $9, scheduler_restarts = $10,
-                  catchup_finished_at = CASE WHEN $11 THEN coalesce(catchup_finished_at, now()) END,
-                  stopped_at = CASE WHEN $12 THEN now() END
-            WHERE id = $1)",
-        monitor_id_, s.watches, s.unwatched, s.events, s.changes, items_queued_, s.rescans,
-        config_.archivers, scheduler_ ? std::optional<int>(scheduler_->pid()) : std::nullopt,
-        scheduler_restarts_, catchup_recorded_, stopping);
-  } catch (const db::DbError& e) {
-    lost_database(e, "updating timewarp.monitors");
-  }
+  db::MonitorStats stats;
+  stats.watches = s.watches;
+  stats.unwatched = s.unwatched;
+  stats.events = s.events;
+  stats.changes = s.changes;
+  stats.items_queued = items_queued_;
+  stats.rescans = s.rescans;
+  stats.archivers = config_.archivers;
+  if (scheduler_) stats.scheduler_pid = scheduler_->pid();
+  stats.scheduler_restarts = scheduler_restarts_;
+  stats.catchup_finished = catchup_recorded_;
+  stats.stopping = stopping;
+  stats.database = session_.health();
+  session_.run("heartbeat",
+               [&](db::Connection& conn) { db::monitor_heartbeat(conn, monitor_id_, stats); });
 }
 
-// `timewarp archivers N` writes timewarp.control and notifies timewarp_control.
-void Monitor::check_control() {
-  if (!conn_) return;
-  // (Throws db::DbError to the caller, which owns the connection's recovery.)
-  auto r = conn_->query(
-      "SELECT value, extract(epoch FROM set_at)::float8 FROM timewarp.control WHERE name = "
-      "'archivers'");
-  if (r.rows() == 0) return;
-  const double set_at = r.float8(0, 1);
-  if (control_applied_at_ && set_at <= *control_applied_at_) return;
-  control_applied_at_ = set_at;
-  const std::string_view text = r.text(0, 0);
+// `timewarp archivers N` writes timewarp.control and notifies timewarp_control: a setting
+// newer than the one in force is kept for apply_control().
+void Monitor::read_control(db::Connection& conn) {
+  const auto setting = db::read_control(conn, "archivers");
+  if (!setting || (control_applied_at_ && setting->set_at <= *control_applied_at_)) return;
+  control_applied_at_ = setting->set_at;
+  const std::string_view text = setting->value;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > 256) {
@@ -320,7 +312,13 @@ void Monitor::check_control() {
                  text);
     return;
   }
-  set_archivers(n, "timewarp archivers");
+  control_archivers_ = n;
+}
+
+void Monitor::apply_control() {
+  if (const auto n = std::exchange(control_archivers_, std::nullopt)) {
+    set_archivers(*n, "timewarp archivers");
+  }
 }
 
 void Monitor::set_archivers(int archivers, const std::string& why) {
@@ -430,7 +428,7 @@ std::optional<Monitor::Clock::time_point> Monitor::next_wakeup() const {
   };
   if (handshake_.wants_check()) consider(retry_due_);
   consider(restart_at_);
-  consider(reconnect_at_);
+  if (!session_.connected()) consider(session_.ready_at());
   consider(batcher_.due());
   consider(next_heartbeat_);
   return next;
@@ -457,21 +455,21 @@ void Monitor::stop_scheduler() {
 // is left unread.
 void Monitor::handle_notifications() {
   notes_unread_ = false;
-  for (int round = 0; conn_; ++round) {
+  for (int round = 0; session_.connected(); ++round) {
     if (round == 8) {  // busy: serve the other descriptors, then come back at once
       notes_unread_ = true;
       return;
     }
-    try {
-      bool items = false, control = false;
-      const auto notes = conn_->consume_notifications();
-      if (notes.empty()) return;
+    bool items = false, control = false;
+    const auto read = session_.run("reading notifications", [&](db::Connection& conn) {
+      const auto notes = conn.consume_notifications();
       for (const auto& note : notes) (note.channel == "timewarp_control" ? control : items) = true;
-      if (control) check_control();
-      if (items && handshake_.wants_check()) check_queue();
-    } catch (const db::DbError& e) {
-      lost_database(e, "reading notifications");
-    }
+      if (control) read_control(conn);
+      return !notes.empty();
+    });
+    if (!read || !*read) return;
+    apply_control();
+    if (items && handshake_.wants_check()) check_queue();
   }
 }
 
@@ -495,7 +493,7 @@ int Monitor::run() {
     std::vector<pollfd> fds;
     fds.push_back({signal_fd_.get(), POLLIN, 0});
     fds.push_back({wake_fd_.get(), POLLIN, 0});
-    if (conn_) fds.push_back({conn_->socket(), POLLIN, 0});  // notifications
+    if (session_.connected()) fds.push_back({session_.socket(), POLLIN, 0});  // notifications
     const std::size_t sched_index = fds.size();
     if (scheduler_) fds.push_back({scheduler_->stdout_fd(), POLLIN, 0});
 
@@ -531,7 +529,9 @@ int Monitor::run() {
       on_scheduler_output();
     }
     const auto now = Clock::now();
-    if (!conn_ && reconnect_at_ && now >= *reconnect_at_) ensure_database();
+    if (!session_.connected() && session_.wait() == std::chrono::milliseconds(0)) {
+      ensure_database();
+    }
     if (!scheduler_ && restart_at_ && now >= *restart_at_) start_scheduler();
     if (retry_due_ && now >= *retry_due_ && handshake_.wants_check()) check_queue();
     if (const auto due = batcher_.due(); due && now >= *due) queue_changes();
@@ -543,7 +543,7 @@ int Monitor::run() {
     if (!catchup_recorded_ && watcher_->stats().catchup_done) {
       // A finished catch-up means: everything it found is in the queue (at once, without
       // waiting for event_delay).
-      if (conn_ && batcher_.size() > 0) queue_changes();
+      if (session_.connected() && batcher_.size() > 0) queue_changes();
       if (batcher_.size() == 0) {
         catchup_recorded_ = true;
         heartbeat();
@@ -553,13 +553,14 @@ int Monitor::run() {
       heartbeat();
       if (handshake_.wants_check()) check_queue(true);
     }
-    if (recheck_queue_ && conn_) {
+    if (recheck_queue_ && session_.connected()) {
       recheck_queue_ = false;
       check_queue();
     }
     // Last, since every statement above may have read notifications into libpq's queue,
     // where poll() cannot see them.
     handle_notifications();
+    apply_control();  // a setting read when some statement connected again
   }
 }
 

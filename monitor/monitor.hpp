@@ -21,6 +21,7 @@
 #include "common/fd.hpp"
 #include "common/process.hpp"
 #include "db/connection.hpp"
+#include "db/session.hpp"
 #include "monitor/archive_view.hpp"
 #include "monitor/event_batcher.hpp"
 #include "monitor/event_source.hpp"
@@ -58,12 +59,13 @@ class Monitor {
   void check_queue(bool periodic = false);
   void send(const std::string& line);
   bool ensure_database();
-  void lost_database(const db::DbError& error, std::string_view doing);
+  void on_connect(db::Connection& conn);
   void handle_notifications();
   void stop_scheduler();
   void queue_changes();
   void heartbeat(bool stopping = false);
-  void check_control();
+  void read_control(db::Connection& conn);
+  void apply_control();
   void set_archivers(int archivers, const std::string& why);
   void reload();
   void shut_down();
@@ -78,22 +80,21 @@ class Monitor {
   UniqueFd signal_fd_;
   UniqueFd wake_fd_;  // the batcher opened a window, or the catch-up finished
   ArchiveView archive_;
+  db::Session session_;  // the listener: LISTEN, the queue, the monitor's row
   EventBatcher batcher_;
   std::unique_ptr<Watcher> watcher_;
-  std::unique_ptr<db::Connection> conn_;
   std::unique_ptr<ChildProcess> scheduler_;
   Handshake handshake_;
   std::optional<Clock::time_point> retry_due_;     // earliest delayed item
   std::optional<Clock::time_point> restart_at_;    // scheduler restart after a crash
-  std::optional<Clock::time_point> reconnect_at_;  // database reconnect
   Clock::time_point next_heartbeat_{};
   std::chrono::milliseconds restart_backoff_{0};
-  std::chrono::milliseconds db_backoff_{100};
   Clock::time_point scheduler_started_{};
   std::int64_t monitor_id_ = 0;
   std::int64_t items_queued_ = 0;
   std::int64_t scheduler_restarts_ = 0;
   std::optional<double> control_applied_at_;  // epoch seconds of the archivers now in force
+  std::optional<int> control_archivers_;      // read from timewarp.control, not yet applied
   bool catchup_recorded_ = false;
   bool recheck_queue_ = false;  // (re)connected: look at the queue once
   bool notes_unread_ = false;   // notifications may wait in libpq's queue

@@ -10,10 +10,18 @@ namespace tw::scheduler {
 namespace {
 constexpr std::size_t kWriteBatch = 2000;
 constexpr auto kMaxBackoff = std::chrono::milliseconds(5000);
+constexpr std::string_view kWriting = "writing results";
 }  // namespace
 
 Reporter::Reporter(Options options, StatsSource stats)
-    : options_(std::move(options)), stats_(std::move(stats)) {}
+    : options_(std::move(options)),
+      stats_(std::move(stats)),
+      session_({.conninfo = options_.conninfo,
+                .who = "reporter",
+                .first_delay = std::chrono::milliseconds(100),
+                .max_delay = kMaxBackoff,
+                .on_connect = nullptr,
+                .log_failures = true}) {}
 
 Reporter::~Reporter() {
   if (thread_.joinable()) stop(std::chrono::seconds(5));
@@ -97,23 +105,6 @@ std::size_t Reporter::pending() const {
   return completions_.size() + failures_.size();
 }
 
-bool Reporter::ensure_connection() {
-  if (conn_ && conn_->healthy()) return true;
-  conn_.reset();
-  if (std::chrono::steady_clock::now() < next_connect_) return false;
-  try {
-    conn_ = std::make_unique<db::Connection>(options_.conninfo);
-    backoff_ = std::chrono::milliseconds(100);
-    spdlog::info("reporter connected to the database");
-    return true;
-  } catch (const db::DbError& e) {
-    spdlog::warn("reporter: {}; retrying in {} ms", e.what(), backoff_.count());
-    next_connect_ = std::chrono::steady_clock::now() + backoff_;
-    backoff_ = std::min(backoff_ * 2, kMaxBackoff);
-    return false;
-  }
-}
-
 // Writes up to kWriteBatch results. Returns false when the database could not be reached
 // (the results stay queued).
 bool Reporter::write_pending() {
@@ -127,27 +118,16 @@ bool Reporter::write_pending() {
     failures.assign(failures_.begin(), failures_.begin() + static_cast<std::ptrdiff_t>(nf));
   }
   if (completions.empty() && failures.empty()) return true;
-  if (!ensure_connection()) return false;
   std::int64_t completed = 0;
   db::FailOutcome failed;
-  try {
-    db::Queue queue(*conn_);
+  // The statements only touch items we still hold: after a lost connection, running them
+  // again changes nothing twice.
+  const auto written = session_.run(kWriting, [&](db::Connection& conn) {
+    db::Queue queue(conn);
     completed = queue.complete(options_.scheduler_id, completions);
     failed = queue.fail(options_.scheduler_id, failures, options_.retry);
-  } catch (const db::BrokenConnection& e) {
-    // The statements may or may not have run; both only touch items we still hold, so
-    // running them again after reconnecting changes nothing twice.
-    spdlog::warn("reporter: {}; keeping {} results until the database is back", e.what(),
-                 completions.size() + failures.size());
-    conn_.reset();
-    next_connect_ = std::chrono::steady_clock::now() + backoff_;
-    return false;
-  } catch (const db::SqlError& e) {
-    spdlog::error("reporter: writing results failed: {}; will retry", e.what());
-    next_connect_ = std::chrono::steady_clock::now() + backoff_;
-    conn_.reset();
-    return false;
-  }
+  });
+  if (!written) return false;
   const auto lost = static_cast<std::int64_t>(completions.size()) - completed +
                     static_cast<std::int64_t>(failures.size()) - failed.retried - failed.failed;
   if (lost > 0) {
@@ -170,7 +150,6 @@ bool Reporter::write_pending() {
 }
 
 void Reporter::beat() {
-  if (!ensure_connection()) return;
   std::vector<std::int64_t> held, drained;
   {
     std::lock_guard lock(mutex_);
@@ -184,16 +163,16 @@ void Reporter::beat() {
     stats.items_done = done_;
     stats.items_failed = failed_;
   }
-  try {
-    db::Queue queue(*conn_);
+  stats.database = db::combined(stats.database, session_.health());
+  const auto beaten = session_.run("heartbeat", [&](db::Connection& conn) {
+    db::Queue queue(conn);
     queue.heartbeat(options_.scheduler_id, stats, options_.lease_seconds, held);
     queue.mark_batches_drained(drained);
     const auto recovered = queue.recover_expired_leases(options_.retry.max_attempts);
     if (recovered > 0) spdlog::warn("recovered {} items whose lease had expired", recovered);
     watch_backlog(queue);
-  } catch (const db::DbError& e) {
-    spdlog::warn("heartbeat failed: {}", e.what());
-    conn_.reset();
+  });
+  if (!beaten) {
     std::lock_guard lock(mutex_);
     drained_batches_.insert(drained_batches_.end(), drained.begin(), drained.end());
   }
@@ -220,19 +199,18 @@ void Reporter::watch_backlog(db::Queue& queue) {
 void Reporter::prune() {
   if (options_.prune_interval.count() <= 0) return;
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_prune_ || !ensure_connection()) return;
+  if (now < next_prune_) return;
   constexpr int kRows = 1000;
   constexpr int kBatches = 20;
-  try {
-    const auto removed = db::prune_completed(*conn_, options_.prune_age, kRows, kBatches);
-    db::prune_audit(*conn_, options_.prune_age, kRows);
-    if (removed > 0) spdlog::info("pruned {} completed items older than {} s", removed, options_.prune_age);
-    next_prune_ = removed >= kRows * kBatches ? now : now + options_.prune_interval;
-  } catch (const db::DbError& e) {
-    spdlog::warn("pruning failed: {}", e.what());
-    conn_.reset();
-    next_prune_ = now + options_.prune_interval;
+  const auto removed = session_.run("pruning", [&](db::Connection& conn) {
+    const auto n = db::prune_completed(conn, options_.prune_age, kRows, kBatches);
+    db::prune_audit(conn, options_.prune_age, kRows);
+    return n;
+  });
+  if (removed && *removed > 0) {
+    spdlog::info("pruned {} completed items older than {} s", *removed, options_.prune_age);
   }
+  next_prune_ = removed && *removed >= kRows * kBatches ? now : now + options_.prune_interval;
 }
 
 void Reporter::run() {
@@ -242,10 +220,17 @@ void Reporter::run() {
   while (true) {
     {
       std::unique_lock lock(mutex_);
-      const auto wake = std::min(next_beat_, std::chrono::steady_clock::now() + options_.flush_interval);
+      // While results wait for the database, the next look is when the session allows one
+      // (a full batch of results waiting must not make this loop spin meanwhile).
+      const auto write_at = session_.ready_at(kWriting);
+      const bool can_write = write_at <= std::chrono::steady_clock::now();
+      auto wake = std::min(next_beat_, std::max(std::chrono::steady_clock::now() +
+                                                    options_.flush_interval, write_at));
+      if (stopping_) wake = std::min(wake, stop_deadline_);
       cv_.wait_until(lock, wake, [&] {
-        return stopping_ || completions_.size() + failures_.size() >= kWriteBatch ||
-               (!failures_.empty() && written_ < added_);
+        return (stopping_ && (can_write || (completions_.empty() && failures_.empty()))) ||
+               (can_write && (completions_.size() + failures_.size() >= kWriteBatch ||
+                              (!failures_.empty() && written_ < added_)));
       });
       if (stopping_) {
         const bool empty = completions_.empty() && failures_.empty();
@@ -273,27 +258,25 @@ void Reporter::run() {
     left = completions_.size() + failures_.size();
   }
   if (left > 0) {
-    spdlog::error("stopping with {} results unwritten (database unreachable); their items "
+    spdlog::error("stopping with {} results unwritten (the database is unreachable or refuses "
+                  "them); their items "
                   "return to NEW when the lease expires and run again",
                   left);
   }
-  if (ensure_connection()) {
-    try {
-      db::SchedulerStats stats = stats_ ? stats_() : db::SchedulerStats{};
-      std::vector<std::int64_t> drained;
-      {
-        std::lock_guard lock(mutex_);
-        stats.items_done = done_;
-        stats.items_failed = failed_;
-        drained.swap(drained_batches_);
-      }
-      db::Queue queue(*conn_);
-      queue.mark_batches_drained(drained);
-      queue.unregister_scheduler(options_.scheduler_id, stats);
-    } catch (const db::DbError& e) {
-      spdlog::warn("could not mark the scheduler stopped: {}", e.what());
-    }
+  db::SchedulerStats stats = stats_ ? stats_() : db::SchedulerStats{};
+  std::vector<std::int64_t> drained;
+  {
+    std::lock_guard lock(mutex_);
+    stats.items_done = done_;
+    stats.items_failed = failed_;
+    drained.swap(drained_batches_);
   }
+  const auto marked = session_.run("marking the scheduler stopped", [&](db::Connection& conn) {
+    db::Queue queue(conn);
+    queue.mark_batches_drained(drained);
+    queue.unregister_scheduler(options_.scheduler_id, stats);
+  });
+  if (!marked) spdlog::warn("could not mark the scheduler stopped");
 }
 
 }  // namespace tw::scheduler

@@ -1,8 +1,9 @@
 // Writes the consumers' results to the database in batches, from its own thread and
 // connection, and beats the scheduler's heartbeat (renewing the leases of the items the
 // scheduler holds, refreshing its row in timewarp.schedulers, recovering other
-// schedulers' expired leases). Results survive a database outage: they stay in memory, the
-// reporter reconnects with backoff and writes them when the database is back; the
+// schedulers' expired leases). Results survive a database outage, or a statement the
+// server refuses: they stay in memory, the reporter's db::Session tries again with a
+// growing delay and they are written when the database takes them again; the
 // statements only touch items this scheduler still holds, so nothing is marked twice.
 // Thread-safe.
 #pragma once
@@ -20,6 +21,7 @@
 
 #include "common/thread_annotations.hpp"
 #include "db/queue.hpp"
+#include "db/session.hpp"
 
 namespace tw::scheduler {
 
@@ -66,7 +68,6 @@ class Reporter {
 
  private:
   void run();
-  bool ensure_connection();
   bool write_pending();
   void beat();
   void watch_backlog(db::Queue& queue);
@@ -78,10 +79,8 @@ class Reporter {
   const StatsSource stats_;
 
   // Only the reporter thread touches these.
-  std::unique_ptr<db::Connection> conn_;
-  std::chrono::milliseconds backoff_{100};
+  db::Session session_;
   std::chrono::steady_clock::time_point next_beat_{};
-  std::chrono::steady_clock::time_point next_connect_{};
   std::int64_t last_backlog_ = 0;
   std::chrono::steady_clock::time_point next_prune_{};
   std::chrono::steady_clock::time_point next_backlog_warning_{};

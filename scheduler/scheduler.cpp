@@ -73,6 +73,12 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
       strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)),
+      session_({.conninfo = config_.database,
+                .who = "scheduler",
+                .first_delay = std::chrono::milliseconds(100),
+                .max_delay = kMaxDbBackoff,
+                .on_connect = nullptr,
+                .log_failures = true}),
       batch_queue_(static_cast<std::size_t>(config_.batch_size), [this] { wake(); }) {
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   sigset_t term;
@@ -87,24 +93,6 @@ Scheduler::~Scheduler() = default;
 void Scheduler::wake() {
   const std::uint64_t one = 1;
   [[maybe_unused]] auto r = ::write(wake_fd_.get(), &one, sizeof one);
-}
-
-db::Queue& Scheduler::queue() {
-  if (!conn_ || !conn_->healthy()) {
-    queue_.reset();
-    conn_ = std::make_unique<db::Connection>(config_.database);
-    queue_ = std::make_unique<db::Queue>(*conn_);
-    db_backoff_ = std::chrono::milliseconds(100);
-  }
-  return *queue_;
-}
-
-void Scheduler::reconnect_after(const db::DbError& error) {
-  spdlog::warn("database: {}; retrying in {} ms", error.what(), db_backoff_.count());
-  queue_.reset();
-  conn_.reset();
-  wait_for_event(db_backoff_);
-  db_backoff_ = std::min(db_backoff_ * 2, kMaxDbBackoff);
 }
 
 void Scheduler::publish_stats() {
@@ -127,14 +115,15 @@ db::SchedulerStats Scheduler::stats() const {
   s.busy_high_water = busy_gauge_.high_water();
   s.batch_queue_length = static_cast<int>(batch_queue_.size());
   s.batch_queue_high_water = static_cast<int>(batch_queue_.high_water());
+  s.database = session_.health();
   return s;
 }
 
 int Scheduler::run() {
-  auto& q = queue();
-  scheduler_id_ = q.register_scheduler(hostname(), static_cast<int>(::getpid()),
-                                       db::to_string(strategy_), config_.batch_size,
-                                       config_.archivers);
+  scheduler_id_ = db::Queue(session_.connect_now())
+                      .register_scheduler(hostname(), static_cast<int>(::getpid()),
+                                          db::to_string(strategy_), config_.batch_size,
+                                          config_.archivers);
   spdlog::info("scheduler {} started: strategy {}, batch size {}, {} archivers", scheduler_id_,
                config_.strategy, config_.batch_size, config_.archivers);
 
@@ -297,32 +286,35 @@ bool Scheduler::drain() {
     if (!handle_pending_signals(true)) return false;
 
     if (!exhausted && batch_queue_.size() <= low_water) {
-      try {
-        auto batch = queue().claim(
+      auto batch = with_queue("claiming a batch", [&](db::Queue& queue) {
+        return queue.claim(
             {scheduler_id_, config_.batch_size, strategy_, config_.lease_time, config_.coalesce});
-        // A short batch means nothing more was claimable at that instant.
-        std::size_t rows = 0;
-        for (const auto& item : batch) rows += 1 + item.followers.size();
-        exhausted = rows < static_cast<std::size_t>(config_.batch_size);
-        if (!batch.empty()) {
-          reporter_->hold(batch);
-          batch_queue_.push(std::move(batch));
-        }
-      } catch (const db::DbError& e) {
-        reconnect_after(e);
+      });
+      if (!batch) {
+        wait_for_event(session_.wait("claiming a batch"));
+        continue;
+      }
+      // A short batch means nothing more was claimable at that instant.
+      std::size_t rows = 0;
+      for (const auto& item : *batch) rows += 1 + item.followers.size();
+      exhausted = rows < static_cast<std::size_t>(config_.batch_size);
+      if (!batch->empty()) {
+        reporter_->hold(*batch);
+        batch_queue_.push(std::move(*batch));
       }
       continue;
     }
     if (exhausted && batch_queue_.idle()) {
       if (!reporter_->flush(std::chrono::milliseconds(200))) continue;  // database away
       // The last look: anything claimable now is ours to do before READY.
-      try {
-        if (queue().has_claimable()) {
-          exhausted = false;
-          continue;
-        }
-      } catch (const db::DbError& e) {
-        reconnect_after(e);
+      const auto claimable =
+          with_queue("looking for work", [](db::Queue& queue) { return queue.has_claimable(); });
+      if (!claimable) {
+        wait_for_event(session_.wait("looking for work"));
+        continue;
+      }
+      if (*claimable) {
+        exhausted = false;
         continue;
       }
       test_pause_before_ready();
@@ -360,14 +352,15 @@ void Scheduler::stop() {
   for (auto& c : consumers_) c->retire();
   if (!unstarted.empty()) {
     for (int attempt = 0; attempt < 5; ++attempt) {
-      try {
-        const auto n = queue().release(scheduler_id_, unstarted);
-        spdlog::info("returned {} unstarted items to NEW", n);
+      const auto n = with_queue("returning unstarted items", [&](db::Queue& queue) {
+        return queue.release(scheduler_id_, unstarted);
+      });
+      if (n) {
+        spdlog::info("returned {} unstarted items to NEW", *n);
         reporter_->unhold(unstarted);
         break;
-      } catch (const db::DbError& e) {
-        reconnect_after(e);
       }
+      wait_for_event(session_.wait("returning unstarted items"));
     }
   }
   for (auto& c : consumers_) c->join();

@@ -19,6 +19,7 @@
 #include "common/fd.hpp"
 #include "common/process.hpp"
 #include "db/queue.hpp"
+#include "db/session.hpp"
 #include "scheduler/batch_queue.hpp"
 #include "scheduler/consumer.hpp"
 #include "scheduler/reporter.hpp"
@@ -56,8 +57,14 @@ class Scheduler {
   void publish_stats();
   // Wakes the main thread (any thread may call it).
   void wake();
-  db::Queue& queue();
-  void reconnect_after(const db::DbError& error);
+  // Runs `fn(db::Queue&)` as `operation` through the session; nothing when it did not run.
+  template <class Fn>
+  auto with_queue(std::string_view operation, Fn&& fn) {
+    return session_.run(operation, [&](db::Connection& conn) {
+      db::Queue queue(conn);
+      return fn(queue);
+    });
+  }
 
   // Constant after construction.
   const Config config_;
@@ -70,14 +77,12 @@ class Scheduler {
   const std::shared_ptr<Pacer> pacer_;
 
   // Main thread only.
-  std::unique_ptr<db::Connection> conn_;
-  std::unique_ptr<db::Queue> queue_;
+  db::Session session_;
   std::int64_t scheduler_id_ = 0;
   std::string input_;
   std::deque<SignalLine> signals_;
   bool input_closed_ = false;
   bool stop_requested_ = false;
-  std::chrono::milliseconds db_backoff_{100};
   int next_consumer_index_ = 0;
   int wanted_archivers_ = 0;
   std::vector<std::unique_ptr<Consumer>> consumers_;

@@ -1,0 +1,58 @@
+// The monitors' rows in timewarp.monitors (one per running timewarp-monitor, refreshed by
+// its heartbeat) and the operator's run-time settings in timewarp.control
+// (`timewarp archivers N`). Not thread-safe: use from the thread that owns the Connection.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "db/connection.hpp"
+#include "db/session.hpp"
+
+namespace tw::db {
+
+struct MonitorRegistration {
+  std::int64_t id = 0;
+  double registered_at = 0;  // the server's clock, seconds since the epoch
+};
+
+// Adds a row for a monitor watching `escaped_roots`.
+MonitorRegistration register_monitor(Connection& conn, const std::string& host, int pid,
+                                     std::span<const std::string> escaped_roots, int archivers);
+
+// Whether the row `id` is still there (a test or an operator may have emptied the table).
+bool monitor_registered(Connection& conn, std::int64_t id);
+
+// What a monitor's heartbeat records (the columns of timewarp.monitors).
+struct MonitorStats {
+  // The watcher's figures: directories watched and polled, events read, changes found,
+  // full rescans.
+  std::int64_t watches = 0, unwatched = 0, events = 0, changes = 0, rescans = 0;
+  std::int64_t items_queued = 0;  // items inserted
+  int archivers = 0;              // asked of its scheduler
+  std::optional<int> scheduler_pid;
+  std::int64_t scheduler_restarts = 0;
+  bool catchup_finished = false;  // everything changed while stopped is queued
+  bool stopping = false;
+  SessionHealth database;
+};
+
+// Refreshes the row `id` (heartbeat_at = now()).
+void monitor_heartbeat(Connection& conn, std::int64_t id, const MonitorStats& stats);
+
+// A run-time setting: its text and when it was set (seconds since the epoch).
+struct ControlSetting {
+  std::string value;
+  double set_at = 0;
+};
+
+// The setting `name` ("archivers"), if an operator ever set it.
+std::optional<ControlSetting> read_control(Connection& conn, std::string_view name);
+
+// Sets `name` to `value` now; the queue's trigger notifies timewarp_control.
+void write_control(Connection& conn, std::string_view name, const std::string& value);
+
+}  // namespace tw::db
