@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -17,60 +18,165 @@
 namespace tw {
 namespace {
 
+std::string dashed(std::string_view key) {
+  std::string out(key);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
+
 // Each key is reachable as --key-with-dashes and --key_with_underscores; the latter is
 // the name CLI11 matches in the config file.
-std::string flag_names(std::string_view key) {
-  std::string dashed(key);
-  for (char& c : dashed) {
-    if (c == '_') c = '-';
-  }
-  if (dashed == key) return fmt::format("--{}", key);
-  return fmt::format("--{},--{}", dashed, key);
+std::string flag_names(const ConfigKey& key) {
+  std::string names = fmt::format("--{}", dashed(key.name));
+  if (dashed(key.name) != key.name) names += fmt::format(",--{}", key.name);
+  if (!key.extra_flag.empty()) names += fmt::format(",{}", key.extra_flag);
+  return names;
 }
 
 constexpr std::string_view kStrategies[] = {"fifo", "lifo", "priority", "fair"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn",
                                            "error", "critical", "off"};
 
-std::string env_name(std::string_view key) {
-  std::string name = "TIMEWARP_";
-  for (char c : key) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-  return name;
-}
-
-// A key with its flags and environment variable.
-template <class T>
-CLI::Option* key_option(CLI::App& app, std::string_view key, T& value, std::string description,
-                        std::string_view env = {}, std::string_view extra_names = {}) {
-  std::string names = flag_names(key);
-  if (!extra_names.empty()) names = fmt::format("{},{}", names, extra_names);
-  auto* option = app.add_option(names, value, std::move(description))
-                     ->envname(env.empty() ? env_name(key) : std::string(env))
-                     ->capture_default_str();
-  option->group("Configuration (file key, flag or environment)");
-  return option;
-}
-
-// Every key but a number. Numbers go through add_number, so none escapes its checks.
-template <class T>
-  requires(!ConfigNumber<T>)
-CLI::Option* add_key(CLI::App& app, std::string_view key, T& value, std::string description,
-                     std::string_view env = {}, std::string_view extra_names = {}) {
-  return key_option(app, key, value, std::move(description), env, extra_names);
-}
-
+// A NumberKey for `field`, its range the whole of its type unless given.
 template <ConfigNumber T>
-void add_number(CLI::App& app, std::string_view key, T& value, T lowest, T highest,
-                std::string description, std::string_view env = {}) {
-  key_option(app, key, value, std::move(description), env)->transform(number_in(lowest, highest));
+constexpr KeyValue number(T Config::*field,
+                          std::type_identity_t<T> lowest = std::numeric_limits<T>::lowest(),
+                          std::type_identity_t<T> highest = std::numeric_limits<T>::max()) {
+  return NumberKey<T>{field, lowest, highest};
 }
 
-template <ConfigNumber T>
-void add_number(CLI::App& app, std::string_view key, T& value, std::string description,
-                std::string_view env = {}) {
-  add_number(app, key, value, std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max(),
-             std::move(description), env);
-}
+constexpr double kDay = 86400.0;
+
+// One entry per key. README.md's table of keys is config_keys_markdown() of this table
+// (tests/common/config_test.cpp checks it).
+constexpr ConfigKey kConfigKeys[] = {
+    {.name = "backup_root",
+     .value = TextKey{&Config::backup_root},
+     .description = "archive root directory",
+     .env = "BACKUP_ROOT",
+     .audience = Audience::Archiver,
+     .more = "required by the monitor, the scheduler and the archiver"},
+    {.name = "source_dirs",
+     .value = ListKey{&Config::source_dirs},
+     .description = "source directories to watch",
+     .env = "SOURCE_DIRS",
+     .extra_flag = "--source"},
+    {.name = "archivers",
+     .value = number(&Config::archivers, 1, 256),
+     .description = "archiver processes",
+     .env = "MAX_ARCHIVERS"},
+    {.name = "batch_size",
+     .value = number(&Config::batch_size, 1, 100000),
+     .description = "items claimed per batch",
+     .env = "SCHEDULER_BATCHSIZE"},
+    {.name = "strategy",
+     .value = ChoiceKey{&Config::strategy, kStrategies},
+     .description = "claim order",
+     .env = "SCHEDULER_STRATEGY"},
+    {.name = "coalesce",
+     .value = SwitchKey{&Config::coalesce},
+     .description = "archive several pending changes to one path once"},
+    {.name = "database",
+     .value = TextKey{&Config::database},
+     .description = "libpq connection string or URI",
+     .audience = Audience::None,
+     .more = "when empty, libpq's defaults (`PG*` variables) apply; children get it in "
+             "`TIMEWARP_DATABASE`, never as a flag"},
+    {.name = "exclude",
+     .value = ListKey{&Config::exclude},
+     .description = "glob of paths to ignore"},
+    {.name = "include",
+     .value = ListKey{&Config::include},
+     .description = "glob of paths to watch even when excluded"},
+    {.name = "max_file_size",
+     .value = number(&Config::max_file_size),
+     .description = "largest file archived (0: no limit)",
+     .unit = "bytes"},
+    {.name = "max_attempts",
+     .value = number(&Config::max_attempts, 1, 1000),
+     .description = "attempts before an item is FAILED"},
+    {.name = "retry_base_delay",
+     .value = number(&Config::retry_base_delay, 0.0, kDay),
+     .description = "first retry delay, seconds",
+     .unit = "s",
+     .more = "retry backoff: `min(retry_max_delay, retry_base_delay·2^attempts)`, jittered to "
+             "50–100 %"},
+    {.name = "retry_max_delay",
+     .value = number(&Config::retry_max_delay, 0.0, 7 * kDay),
+     .description = "longest retry delay, seconds",
+     .unit = "s"},
+    {.name = "max_cpu_percent",
+     .value = number(&Config::max_cpu_percent, 0.0, 100000.0),
+     .description = "archivers' CPU use, percent of one core (0: no limit)"},
+    {.name = "max_bandwidth",
+     .value = number(&Config::max_bandwidth),
+     .description = "archive bytes per second (0: no limit)"},
+    {.name = "item_timeout",
+     .value = number(&Config::item_timeout, 0.1, 7 * kDay),
+     .description = "seconds an archiver may spend on one item",
+     .unit = "s"},
+    {.name = "compression_level",
+     .value = number(&Config::compression_level, -7, 19),
+     .description = "zstd level of archived content (negative: faster, larger)",
+     .audience = Audience::Archiver,
+     .more = "objects keep their names whatever the level"},
+    {.name = "compression_threads",
+     .value = number(&Config::compression_threads, 0, 64),
+     .description = "compression threads per archiver for large files (0: one per core, at most 4)",
+     .audience = Audience::Archiver,
+     .more = "a file of 4 MiB or more is large; 1: the archiver's own thread only"},
+    {.name = "lease_time",
+     .value = number(&Config::lease_time, 1.0, kDay),
+     .description = "seconds a claimed item stays held without heartbeat",
+     .unit = "s"},
+    {.name = "heartbeat_interval",
+     .value = number(&Config::heartbeat_interval, 0.05, 3600.0),
+     .description = "scheduler heartbeat, seconds",
+     .unit = "s",
+     .more = "renews leases, refreshes `timewarp.schedulers`"},
+    {.name = "flush_interval",
+     .value = number(&Config::flush_interval, 0.0, 60.0),
+     .description = "seconds between completion writes",
+     .unit = "s",
+     .more = "completions are written in batches"},
+    {.name = "backlog_warning",
+     .value = number(&Config::backlog_warning, 1, std::int64_t{1} << 40),
+     .description = "warn when this many claimable items keep waiting"},
+    {.name = "event_delay",
+     .value = number(&Config::event_delay, 0.0, 60.0),
+     .description = "seconds file events are gathered before queueing",
+     .unit = "s"},
+    {.name = "rescan_interval",
+     .value = number(&Config::rescan_interval, 0.0, 365 * kDay),
+     .description = "seconds between the monitor's rescans of every source against the archive "
+                    "(0: never)",
+     .unit = "s",
+     .more = "86400 s is a day; a rescan goes in slices, at low priority"},
+    {.name = "prune_age",
+     .value = number(&Config::prune_age, 0.0, 3650 * kDay),
+     .description = "remove COMPLETED items older than this, seconds",
+     .unit = "s",
+     .more = "604800 s is 7 days"},
+    {.name = "prune_interval",
+     .value = number(&Config::prune_interval, 0.0, 30 * kDay),
+     .description = "seconds between prune passes (0: never)",
+     .unit = "s"},
+    {.name = "log_level",
+     .value = ChoiceKey{&Config::log_level, kLogLevels},
+     .description = "logging level",
+     .audience = Audience::Archiver,
+     .more = "`timewarp` itself logs at `warn` unless told otherwise"},
+    {.name = "log_file",
+     .value = TextKey{&Config::log_file},
+     .description = "also log to this file",
+     .audience = Audience::Archiver,
+     .more = "appended to, in a directory that must exist; logs go to stderr as well"},
+};
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
 
 bool all_digits(std::string_view text) {
   return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
@@ -177,57 +283,98 @@ CLI::Validator finite_in(double lowest, double highest) {
           fmt::format("FLOAT in [{} - {}]", lowest, highest)};
 }
 
+std::span<const ConfigKey> config_keys() { return kConfigKeys; }
+
+std::string env_name(const ConfigKey& key) {
+  if (!key.env.empty()) return std::string(key.env);
+  std::string name = "TIMEWARP_";
+  for (char c : key.name) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  return name;
+}
+
+std::string key_value(const ConfigKey& key, const Config& c) {
+  return std::visit(Overloaded{[&](const SwitchKey& k) -> std::string {
+                                 return c.*k.field ? "true" : "false";
+                               },
+                               [&](const auto& k) { return fmt::format("{}", c.*k.field); }},
+                    key.value);
+}
+
+namespace {
+
+std::string with_unit(std::string text, std::string_view unit) {
+  return unit.empty() ? text : fmt::format("{} {}", text, unit);
+}
+
+std::string code(std::string_view text) { return fmt::format("`{}`", text); }
+
+// What `key` accepts, for the README.
+std::string allowed(const ConfigKey& key) {
+  return std::visit(
+      Overloaded{[](const TextKey&) -> std::string { return "text"; },
+                 [](const ListKey&) -> std::string { return "text, repeatable"; },
+                 [](const SwitchKey&) -> std::string { return "`true`, `false`"; },
+                 [](const ChoiceKey& k) {
+                   std::vector<std::string> choices;
+                   for (const auto choice : k.choices) choices.push_back(code(choice));
+                   return fmt::format("{}", fmt::join(choices, ", "));
+                 },
+                 [&]<class T>(const NumberKey<T>& k) {
+                   if (k.highest == std::numeric_limits<T>::max()) {
+                     return with_unit(fmt::format("{} or more", k.lowest), key.unit);
+                   }
+                   return with_unit(fmt::format("{} to {}", k.lowest, k.highest), key.unit);
+                 }},
+      key.value);
+}
+
+// The default of `key`, for the README.
+std::string default_text(const ConfigKey& key) {
+  const std::string value = key_value(key, Config{});
+  const bool words = std::holds_alternative<TextKey>(key.value) ||
+                     std::holds_alternative<ListKey>(key.value) ||
+                     std::holds_alternative<ChoiceKey>(key.value);
+  if (!words) return with_unit(value, key.unit);
+  return value.empty() || value == "[]" ? "none" : code(value);
+}
+
+}  // namespace
+
+std::string config_keys_markdown() {
+  std::string out = "| key | environment | default | allowed | meaning |\n|---|---|---|---|---|\n";
+  for (const ConfigKey& key : kConfigKeys) {
+    std::string name = code(key.name);
+    if (!key.extra_flag.empty()) name += fmt::format(" (also {})", code(key.extra_flag));
+    std::string meaning(key.description);
+    if (!key.more.empty()) meaning += fmt::format("; {}", key.more);
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", name, code(env_name(key)),
+                       default_text(key), allowed(key), meaning);
+  }
+  return out;
+}
+
 void add_config_options(CLI::App& app, Config& c) {
   app.set_config("--config", "", "configuration file (TOML/INI)");
   app.allow_config_extras(CLI::config_extras_mode::error);
 
-  add_key(app, "backup_root", c.backup_root, "archive root directory", "BACKUP_ROOT");
-  add_key(app, "source_dirs", c.source_dirs, "source directories to watch (repeatable)",
-          "SOURCE_DIRS", "--source");
-  add_number(app, "archivers", c.archivers, 1, 256, "archiver processes", "MAX_ARCHIVERS");
-  add_number(app, "batch_size", c.batch_size, 1, 100000, "items claimed per batch",
-             "SCHEDULER_BATCHSIZE");
-  add_key(app, "strategy", c.strategy, "claim order: fifo, lifo, priority or fair",
-          "SCHEDULER_STRATEGY")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kStrategies), std::end(kStrategies))));
-  add_key(app, "coalesce", c.coalesce, "archive several pending changes to one path once");
-  add_key(app, "database", c.database, "libpq connection string or URI");
-  add_key(app, "exclude", c.exclude, "glob of paths to ignore (repeatable)");
-  add_key(app, "include", c.include, "glob of paths to watch even when excluded (repeatable)");
-  add_number(app, "max_file_size", c.max_file_size, "largest file archived, bytes (0: no limit)");
-  add_number(app, "max_attempts", c.max_attempts, 1, 1000, "attempts before an item is FAILED");
-  add_number(app, "retry_base_delay", c.retry_base_delay, 0.0, 86400.0,
-             "first retry delay, seconds");
-  add_number(app, "retry_max_delay", c.retry_max_delay, 0.0, 7.0 * 86400.0,
-             "longest retry delay, seconds");
-  add_number(app, "max_cpu_percent", c.max_cpu_percent, 0.0, 100000.0,
-             "archivers' CPU use, percent of one core (0: no limit)");
-  add_number(app, "max_bandwidth", c.max_bandwidth, "archive bytes per second (0: no limit)");
-  add_number(app, "item_timeout", c.item_timeout, 0.1, 7.0 * 86400.0,
-             "seconds an archiver may spend on one item");
-  add_number(app, "compression_level", c.compression_level, -7, 19,
-             "zstd level of archived content (negative: faster, larger)");
-  add_number(app, "compression_threads", c.compression_threads, 0, 64,
-             "compression threads per archiver for large files (0: one per core, at most 4)");
-  add_number(app, "lease_time", c.lease_time, 1.0, 86400.0,
-             "seconds a claimed item stays held without heartbeat");
-  add_number(app, "heartbeat_interval", c.heartbeat_interval, 0.05, 3600.0,
-             "scheduler heartbeat, seconds");
-  add_number(app, "flush_interval", c.flush_interval, 0.0, 60.0,
-             "seconds between completion writes");
-  add_number(app, "backlog_warning", c.backlog_warning, std::int64_t{1}, std::int64_t{1} << 40,
-             "warn when this many claimable items keep waiting");
-  add_number(app, "event_delay", c.event_delay, 0.0, 60.0,
-             "seconds file events are gathered before queueing");
-  add_number(app, "rescan_interval", c.rescan_interval, 0.0, 365.0 * 86400.0,
-             "seconds between the monitor's rescans of every source against the archive (0: never)");
-  add_number(app, "prune_age", c.prune_age, 0.0, 3650.0 * 86400.0,
-             "remove COMPLETED items older than this, seconds");
-  add_number(app, "prune_interval", c.prune_interval, 0.0, 30.0 * 86400.0,
-             "seconds between prune passes (0: never)");
-  add_key(app, "log_level", c.log_level, "trace, debug, info, warn, error, critical or off")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kLogLevels), std::end(kLogLevels))));
-  add_key(app, "log_file", c.log_file, "also log to this file");
+  for (const ConfigKey& key : kConfigKeys) {
+    const auto add = [&](auto& value) {
+      return app.add_option(flag_names(key), value, std::string(key.description))
+          ->envname(env_name(key))
+          ->capture_default_str()
+          ->group("Configuration (file key, flag or environment)");
+    };
+    std::visit(Overloaded{[&](const ChoiceKey& k) {
+                            add(c.*k.field)->check(CLI::IsMember(
+                                std::vector<std::string>(k.choices.begin(), k.choices.end())));
+                          },
+                          // Every number goes through number_in: none escapes its checks.
+                          [&]<class T>(const NumberKey<T>& k) {
+                            add(c.*k.field)->transform(number_in(k.lowest, k.highest));
+                          },
+                          [&](const auto& k) { add(c.*k.field); }},
+               key.value);
+  }
 
   const auto internal = [&](const char* name, std::string& value) {
     return app.add_option(name, value)->group("")->configurable(false);
@@ -301,40 +448,37 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
-std::vector<std::string> config_to_args(const Config& c) {
+std::vector<std::string> config_to_args(const Config& c, Audience audience) {
   std::vector<std::string> args;
   const auto put = [&args](std::string_view flag, const auto& value) {
     args.push_back(fmt::format("--{}={}", flag, value));
   };
-  if (!c.backup_root.empty()) put("backup-root", c.backup_root);
-  for (const auto& dir : c.source_dirs) put("source", dir);
-  put("archivers", c.archivers);
-  put("batch-size", c.batch_size);
-  put("strategy", c.strategy);
-  put("coalesce", c.coalesce ? "true" : "false");
-  for (const auto& glob : c.exclude) put("exclude", glob);
-  for (const auto& glob : c.include) put("include", glob);
-  put("max-file-size", c.max_file_size);
-  put("max-attempts", c.max_attempts);
-  put("retry-base-delay", c.retry_base_delay);
-  put("retry-max-delay", c.retry_max_delay);
-  put("max-cpu-percent", c.max_cpu_percent);
-  put("max-bandwidth", c.max_bandwidth);
-  put("item-timeout", c.item_timeout);
-  put("compression-level", c.compression_level);
-  put("compression-threads", c.compression_threads);
-  put("lease-time", c.lease_time);
-  put("heartbeat-interval", c.heartbeat_interval);
-  put("flush-interval", c.flush_interval);
-  put("backlog-warning", c.backlog_warning);
-  put("event-delay", c.event_delay);
-  put("rescan-interval", c.rescan_interval);
-  put("prune-age", c.prune_age);
-  put("prune-interval", c.prune_interval);
-  put("log-level", c.log_level);
-  if (!c.log_file.empty()) put("log-file", c.log_file);
-  if (!c.archiver_exe.empty()) put("archiver-exe", c.archiver_exe);
-  for (const auto& arg : c.archiver_args) put("archiver-arg", arg);
+  for (const ConfigKey& key : kConfigKeys) {
+    // A key marked Archiver reaches the scheduler too: it passes the key on.
+    if (audience == Audience::None || key.audience < audience) continue;
+    const std::string flag = dashed(key.name);
+    std::visit(Overloaded{[&](const TextKey& k) {  // empty is every text key's default
+                            if (!(c.*k.field).empty()) put(flag, c.*k.field);
+                          },
+                          [&](const ListKey& k) {
+                            for (const auto& item : c.*k.field) {
+                              if (!item.empty()) {
+                                put(flag, item);
+                                continue;
+                              }
+                              // CLI11 reads "--flag=" as the flag alone, which then takes
+                              // the next argument as its value.
+                              args.push_back("--" + flag);
+                              args.emplace_back();
+                            }
+                          },
+                          [&](const auto&) { put(flag, key_value(key, c)); }},
+               key.value);
+  }
+  if (audience == Audience::Scheduler) {
+    if (!c.archiver_exe.empty()) put("archiver-exe", c.archiver_exe);
+    for (const auto& arg : c.archiver_args) put("archiver-arg", arg);
+  }
   return args;
 }
 

@@ -7,7 +7,10 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -15,12 +18,14 @@
 
 namespace tw {
 
+// Each key's flags, environment variable, range and description are in its entry of
+// config_keys() (config.cpp); add a field there too.
 struct Config {
-  std::string backup_root;               // BACKUP_ROOT
-  std::vector<std::string> source_dirs;  // SOURCE_DIRS
-  int archivers = 2;                     // MAX_ARCHIVERS
-  int batch_size = 100;                  // SCHEDULER_BATCHSIZE
-  std::string strategy = "fifo";         // SCHEDULER_STRATEGY: fifo, lifo, priority, fair
+  std::string backup_root;
+  std::vector<std::string> source_dirs;
+  int archivers = 2;
+  int batch_size = 100;
+  std::string strategy = "fifo";
   bool coalesce = true;
   std::string database;  // libpq connection string or URI; empty: libpq's PG* defaults
 
@@ -36,7 +41,7 @@ struct Config {
   std::uint64_t max_bandwidth = 0;  // archive bytes per second, 0 = no limit
   double item_timeout = 300.0;      // seconds one archiver may spend on one item
 
-  int compression_level = 1;    // zstd level of archived content (-7 to 19)
+  int compression_level = 1;    // zstd level of archived content
   int compression_threads = 0;  // per archiver, for large files; 0 = one per core (at most 4)
 
   double lease_time = 60.0;         // seconds a DISPATCHED item stays ours without heartbeat
@@ -59,6 +64,64 @@ struct Config {
   std::vector<std::string> archiver_args;  // extra arguments for every archiver
 };
 
+// The table of configuration keys (config_keys()): one entry per key of Config, from which
+// the options (file key, flags, environment variable, description, checks), the arguments
+// for child processes and the README's table of keys are all derived. The internal options
+// (scheduler_exe, archiver_exe, archiver_args) are not keys: no file sets them.
+
+// What kind of value a key holds, with its field of Config and what it accepts.
+struct TextKey {
+  std::string Config::*field;
+};
+struct ListKey {  // repeatable flag, or a list in the file
+  std::vector<std::string> Config::*field;
+};
+struct SwitchKey {
+  bool Config::*field;
+};
+struct ChoiceKey {  // one of `choices`
+  std::string Config::*field;
+  std::span<const std::string_view> choices;
+};
+template <class T>
+struct NumberKey {  // checked by number_in(lowest, highest)
+  T Config::*field;
+  T lowest;
+  T highest;
+};
+using KeyValue = std::variant<TextKey, ListKey, SwitchKey, ChoiceKey, NumberKey<int>,
+                              NumberKey<std::int64_t>, NumberKey<std::uint64_t>, NumberKey<double>>;
+
+// The processes a key is passed to as a flag (config_to_args).
+enum class Audience {
+  None,       // none (database: it may hold a password, so it goes through kDatabaseEnv)
+  Scheduler,  // the scheduler the monitor starts
+  Archiver,   // the scheduler, and every archiver the scheduler starts
+};
+
+struct ConfigKey {
+  std::string_view name;  // the file key; flags --name-with-dashes and --name_with_underscores
+  KeyValue value;
+  std::string_view description;  // --help and the README
+  std::string_view env = {};      // empty: TIMEWARP_<NAME>
+  Audience audience = Audience::Scheduler;
+  std::string_view unit = {};        // of a number, in the README: "s", "bytes"
+  std::string_view more = {};        // README only: what --help has no room for
+  std::string_view extra_flag = {};  // one more flag name: "--source"
+};
+
+// Every key, in the order --help lists them.
+std::span<const ConfigKey> config_keys();
+
+// The environment variable of `key`.
+std::string env_name(const ConfigKey& key);
+
+// The value of `key` in `config` as text: what a flag would say (a list as ["a", "b"]).
+std::string key_value(const ConfigKey& key, const Config& config);
+
+// The keys as a Markdown table (key, environment, default, allowed, meaning): the README's.
+std::string config_keys_markdown();
+
 // Adds --config and a flag for every key of Config to `app`.
 void add_config_options(CLI::App& app, Config& config);
 
@@ -67,9 +130,12 @@ void add_config_options(CLI::App& app, Config& config);
 // offending key or flag.
 int parse_command_line(CLI::App& app, int argc, char** argv);
 
-// The resolved configuration as command-line flags, for a child process. The database
-// string is left out (it may hold a password): pass it through TIMEWARP_DATABASE.
-std::vector<std::string> config_to_args(const Config& config);
+// The resolved configuration as command-line flags for a child process: for the scheduler,
+// every key it reaches (Audience::Scheduler or Archiver) and the internal archiver_exe and
+// archiver_args; for an archiver, the keys marked Audience::Archiver only. The database
+// string is never among them (it may hold a password): pass it through kDatabaseEnv.
+std::vector<std::string> config_to_args(const Config& config,
+                                        Audience audience = Audience::Scheduler);
 
 // How every number of the configuration is read, whether it comes from the file, the
 // environment or the command line: integers in base 10 only (`0100` is 100, never octal;

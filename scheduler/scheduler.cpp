@@ -246,11 +246,7 @@ void Scheduler::resize(int archivers) {
     Consumer::Options options;
     options.archiver.executable =
         config_.archiver_exe.empty() ? sibling_executable("timewarp-archiver") : config_.archiver_exe;
-    options.archiver.args = {"--backup-root=" + config_.backup_root,
-                             "--log-level=" + config_.log_level,
-                             fmt::format("--compression-level={}", config_.compression_level),
-                             fmt::format("--compression-threads={}", config_.compression_threads)};
-    if (!config_.log_file.empty()) options.archiver.args.push_back("--log-file=" + config_.log_file);
+    options.archiver.args = config_to_args(config_, Audience::Archiver);
     for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
     options.archiver.inherit_env = kArchiverEnvironment;
     options.item_timeout = seconds_ms(config_.item_timeout);

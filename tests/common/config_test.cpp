@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <variant>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -151,10 +155,11 @@ std::vector<Source> sources(const test::TempDir& dir) {
     return parse({"--config", path.string()});
   };
   const auto env = [](std::string_view key, const std::string& value) {
-    std::string name = "TIMEWARP_";
-    for (char c : key) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-    if (key == "batch_size") name = "SCHEDULER_BATCHSIZE";
-    if (key == "archivers") name = "MAX_ARCHIVERS";
+    const auto keys = config_keys();
+    const auto entry = std::find_if(keys.begin(), keys.end(),
+                                    [key](const ConfigKey& k) { return k.name == key; });
+    if (entry == keys.end()) throw std::invalid_argument(std::string(key));
+    const std::string name = env_name(*entry);
     ::setenv(name.c_str(), value.c_str(), 1);
     auto p = parse({});
     ::unsetenv(name.c_str());
@@ -309,6 +314,213 @@ TEST(Config, ArgsForAChildRoundTrip) {
   EXPECT_DOUBLE_EQ(p.config.retry_base_delay, 0.25);
   EXPECT_EQ(p.config.compression_level, -3);
   EXPECT_EQ(p.config.compression_threads, 2);
+}
+
+
+// Every key set to a value other than its default (a fraction for a floating-point key, the
+// end of its range for an integer, a path with a space for text), and the internal options.
+Config changed_config() {
+  Config c;
+  for (const ConfigKey& key : config_keys()) {
+    std::visit([&c]<class K>(const K& k) {
+      auto& field = c.*k.field;
+      if constexpr (std::same_as<K, TextKey>) {
+        field = "/srv/a b";
+      } else if constexpr (std::same_as<K, ListKey>) {
+        field = {"/x", "/y z"};
+      } else if constexpr (std::same_as<K, SwitchKey>) {
+        field = !field;
+      } else if constexpr (std::same_as<K, ChoiceKey>) {
+        field = std::string(k.choices.back() == field ? k.choices.front() : k.choices.back());
+      } else if constexpr (std::floating_point<std::remove_cvref_t<decltype(field)>>) {
+        field = k.lowest + (k.highest - k.lowest) / 3;
+      } else {
+        field = field == k.highest ? k.lowest : k.highest;
+      }
+    }, key.value);
+  }
+  c.archiver_exe = "/opt/tw/archiver";
+  c.archiver_args = {"--delay-ms=5", "--record=/tmp/r"};
+  return c;
+}
+
+const Config kDefaults;
+
+TEST(ConfigKeys, ChangedConfigDiffersInEveryKey) {
+  const Config c = changed_config();
+  for (const ConfigKey& key : config_keys())
+    EXPECT_NE(key_value(key, c), key_value(key, kDefaults)) << key.name;
+}
+
+TEST(ConfigKeys, NamesAndEnvironmentVariablesAreUnique) {
+  std::set<std::string> names, envs;
+  for (const ConfigKey& key : config_keys()) {
+    EXPECT_TRUE(names.insert(std::string(key.name)).second) << key.name;
+    EXPECT_TRUE(envs.insert(env_name(key)).second) << key.name;
+  }
+}
+
+// DESIGN.md, "Configuration": the TimeWarp names five keys stand for.
+TEST(ConfigKeys, LegacyEnvironmentNames) {
+  const std::map<std::string, std::string> legacy = {{"backup_root", "BACKUP_ROOT"},
+                                                     {"source_dirs", "SOURCE_DIRS"},
+                                                     {"archivers", "MAX_ARCHIVERS"},
+                                                     {"batch_size", "SCHEDULER_BATCHSIZE"},
+                                                     {"strategy", "SCHEDULER_STRATEGY"}};
+  for (const ConfigKey& key : config_keys()) {
+    std::string expected = "TIMEWARP_" + std::string(key.name);
+    std::transform(expected.begin(), expected.end(), expected.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    if (const auto it = legacy.find(std::string(key.name)); it != legacy.end()) expected = it->second;
+    EXPECT_EQ(env_name(key), expected);
+  }
+}
+
+// `key`'s value in `c` as a config file writes it.
+std::string file_value(const ConfigKey& key, const Config& c) {
+  return std::visit(
+      [&]<class K>(const K& k) -> std::string {
+        if constexpr (std::same_as<K, TextKey> || std::same_as<K, ChoiceKey>) {
+          return fmt::format("\"{}\"", c.*k.field);
+        } else {
+          return key_value(key, c);  // a list as ["a", "b"], as TOML writes it
+        }
+      },
+      key.value);
+}
+
+// Each key from the file, its environment variable, both flags and its extra flag.
+TEST(ConfigKeys, EveryKeyIsReadFromEverySource) {
+  const Config c = changed_config();
+  test::TempDir dir;
+  for (const ConfigKey& key : config_keys()) {
+    const std::string want = key_value(key, c);
+    const bool list = std::holds_alternative<ListKey>(key.value);
+    std::vector<std::vector<std::string>> flag_args;
+    std::string dashed(key.name);
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    for (std::string name : {dashed, std::string(key.name), std::string(key.extra_flag)}) {
+      if (name.empty()) continue;
+      if (name.front() != '-') name = "--" + name;
+      std::vector<std::string> args;
+      if (list) {
+        for (const auto& item : c.*std::get<ListKey>(key.value).field) args.push_back(name + "=" + item);
+      } else {
+        args.push_back(name + "=" + want);
+      }
+      flag_args.push_back(args);
+    }
+    for (const auto& args : flag_args) {
+      const auto p = parse(args);
+      ASSERT_EQ(p.code, -1) << p.err;
+      EXPECT_EQ(key_value(key, p.config), want) << fmt::format("{}", fmt::join(args, " "));
+    }
+
+    test::write_file(dir / "tw.toml", fmt::format("{} = {}\n", key.name, file_value(key, c)));
+    auto p = parse({"--config", (dir / "tw.toml").string()});
+    ASSERT_EQ(p.code, -1) << p.err;
+    EXPECT_EQ(key_value(key, p.config), want) << key.name << " from the file";
+
+    if (list) continue;  // an environment variable holds one item
+    const std::string env = env_name(key);
+    ::setenv(env.c_str(), want.c_str(), 1);
+    p = parse({});
+    ::unsetenv(env.c_str());
+    ASSERT_EQ(p.code, -1) << p.err;
+    EXPECT_EQ(key_value(key, p.config), want) << key.name << " from " << env;
+  }
+}
+
+// What a child started with `args` reads.
+Config child_config(const std::vector<std::string>& args) {
+  const auto p = parse(args);
+  EXPECT_EQ(p.code, -1) << p.err;
+  return p.config;
+}
+
+TEST(ConfigKeys, EveryKeyRoundTripsToTheScheduler) {
+  const Config c = changed_config();
+  const auto args = config_to_args(c);
+  const Config child = child_config(args);
+  for (const ConfigKey& key : config_keys()) {
+    const Config& expected = key.audience == Audience::None ? kDefaults : c;
+    EXPECT_EQ(key_value(key, child), key_value(key, expected)) << key.name;
+  }
+  EXPECT_EQ(child.archiver_exe, c.archiver_exe);
+  EXPECT_EQ(child.archiver_args, c.archiver_args);
+  EXPECT_EQ(child.scheduler_exe, "");
+  for (const auto& arg : args) EXPECT_EQ(arg.find("--database"), std::string::npos) << arg;
+}
+
+TEST(ConfigKeys, ArchiversGetExactlyTheKeysMarkedForThem) {
+  const Config c = changed_config();
+  const auto args = config_to_args(c, Audience::Archiver);
+  std::set<std::string> flags, marked;
+  for (const auto& arg : args) flags.insert(arg.substr(0, arg.find('=')));
+  for (const ConfigKey& key : config_keys()) {
+    if (key.audience != Audience::Archiver) continue;
+    std::string flag = "--" + std::string(key.name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    marked.insert(flag);
+  }
+  EXPECT_EQ(flags, marked);
+  // The archiver, which reads them with add_config_options, has those and the defaults.
+  const Config child = child_config(args);
+  for (const ConfigKey& key : config_keys()) {
+    const Config& expected = key.audience == Audience::Archiver ? c : kDefaults;
+    EXPECT_EQ(key_value(key, child), key_value(key, expected)) << key.name;
+  }
+  EXPECT_TRUE(child.archiver_args.empty());
+  EXPECT_TRUE(child.archiver_exe.empty());
+  // What the archiver acts on (archiver/main.cpp) is among them.
+  for (const char* flag : {"--backup-root", "--compression-level", "--compression-threads",
+                           "--log-level", "--log-file"}) {
+    EXPECT_TRUE(flags.count(flag)) << flag;
+  }
+}
+
+// A list may hold an empty item (`exclude = ["", "*.tmp"]` in the file); passed on, it must
+// neither vanish nor take the next flag as its value.
+TEST(ConfigKeys, AnEmptyListItemRoundTrips) {
+  Config c;
+  c.source_dirs = {"/a", ""};
+  c.exclude = {"", "*.tmp"};
+  c.archivers = 7;
+  const Config child = child_config(config_to_args(c));
+  EXPECT_EQ(child.source_dirs, c.source_dirs);
+  EXPECT_EQ(child.exclude, c.exclude);
+  EXPECT_EQ(child.archivers, 7);
+}
+
+// An empty text key is left out: empty is the default of every text key.
+TEST(ConfigKeys, AnEmptyTextKeyIsLeftOut) {
+  for (const auto& arg : config_to_args(kDefaults, Audience::Archiver))
+    EXPECT_EQ(arg.find("--backup-root"), std::string::npos) << arg;
+  EXPECT_TRUE(config_to_args(kDefaults, Audience::None).empty());
+}
+
+// README.md's table of keys is config_keys_markdown(), between the comment that opens with
+// kBegin and the line kEnd. With TIMEWARP_UPDATE_README=1 the test writes it there first.
+TEST(ConfigKeys, ReadmeTableIsTheTableOfKeys) {
+  constexpr std::string_view kBegin = "<!-- configuration keys";
+  constexpr std::string_view kEnd = "<!-- end of configuration keys -->\n";
+  std::string readme = test::read_file(TW_README);
+  const auto marker = readme.find(kBegin);
+  ASSERT_NE(marker, std::string::npos) << "no line " << kBegin << "... in " << TW_README;
+  constexpr std::string_view kClose = "-->\n";
+  const auto begin = readme.find(kClose, marker) + kClose.size();
+  auto end = readme.find(kEnd, begin);
+  ASSERT_NE(end, std::string::npos) << "no line " << kEnd << " after " << kBegin << "...";
+  const std::string expected = config_keys_markdown();
+  const char* update = std::getenv("TIMEWARP_UPDATE_README");
+  if (update != nullptr && std::string_view(update) == "1") {
+    readme.replace(begin, end - begin, expected);
+    end = begin + expected.size();
+    test::write_file(TW_README, readme);
+  }
+  EXPECT_EQ(readme.substr(begin, end - begin), expected)
+      << "README.md's table of configuration keys differs from the table in common/config.cpp; "
+         "run this test with TIMEWARP_UPDATE_README=1 to rewrite it";
 }
 
 }  // namespace
