@@ -59,27 +59,16 @@ std::string hostname() {
   return name;
 }
 
-// The flags of the configuration that differ between `a` and `b`, ignoring `skip`.
+// The keys of the configuration whose values differ between `a` and `b`, but `skip`.
 std::vector<std::string> changed_keys(const Config& a, const Config& b,
-                                      const std::set<std::string>& skip) {
-  const auto key_values = [&](const Config& c) {
-    std::multiset<std::string> out;
-    for (const auto& arg : config_to_args(c)) {
-      const std::string key = arg.substr(0, arg.find('='));
-      if (!skip.count(key)) out.insert(arg);
-    }
-    return out;
-  };
-  const auto x = key_values(a), y = key_values(b);
-  std::set<std::string> keys;
-  for (const auto* side : {&x, &y}) {
-    const auto& other = side == &x ? y : x;
-    for (const auto& arg : *side) {
-      if (side->count(arg) != other.count(arg)) keys.insert(arg.substr(0, arg.find('=')));
+                                      const std::set<std::string_view>& skip) {
+  std::vector<std::string> keys;
+  for (const ConfigKey& key : config_keys()) {
+    if (!skip.contains(key.name) && key_value(key, a) != key_value(key, b)) {
+      keys.emplace_back(key.name);
     }
   }
-  if (a.database != b.database) keys.insert("--database");
-  return {keys.begin(), keys.end()};
+  return keys;
 }
 
 }  // namespace
@@ -344,7 +333,7 @@ void Monitor::reload() {
     return;
   }
   const auto restart_needed =
-      changed_keys(config_, *fresh, {"--archivers", "--event-delay", "--log-level"});
+      changed_keys(config_, *fresh, {"archivers", "event_delay", "log_level"});
   if (!restart_needed.empty()) {
     spdlog::warn("SIGHUP: {} changed; this takes a restart of timewarp-monitor",
                  fmt::join(restart_needed, ", "));

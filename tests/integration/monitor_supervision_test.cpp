@@ -115,7 +115,7 @@ TEST(MonitorSupervision, SighupPassesAChangedArchiversCountOn) {
   EXPECT_EQ(h.stop(), 0);
   const auto log = test::read_file(h.log_file());
   EXPECT_NE(log.find("SIGHUP: archivers 1 -> 3"), std::string::npos) << log;
-  EXPECT_NE(log.find("--batch-size changed; this takes a restart"), std::string::npos) << log;
+  EXPECT_NE(log.find("batch_size changed; this takes a restart"), std::string::npos) << log;
   EXPECT_NE(log.find("SIGHUP: the configuration is not valid"), std::string::npos) << log;
 }
 
