@@ -343,6 +343,30 @@ int run_prune(const Config& config, const PruneOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// A subcommand that lists queue items (--limit N, --json) and runs `runner` with the
+// missing-schema hint. Returns it and its options, for more options of its own.
+template <class Options>
+std::pair<CLI::App*, std::shared_ptr<Options>> add_listing(
+    CLI::App& app, Config& config, std::function<int()>& run, const char* name,
+    const char* about, const char* limit_help, int (*runner)(const Config&, const Options&)) {
+  auto options = std::make_shared<Options>();
+  auto* command = app.add_subcommand(name, about);
+  command->add_option("--limit", options->limit, limit_help)
+      ->transform(number_in<int>(0))
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "one JSON document");
+  command->callback([&config, &run, options, runner] {
+    run = [&config, options, runner] {
+      return with_schema_hint([&] { return runner(config, *options); });
+    };
+  });
+  return {command, options};
+}
+
+}  // namespace
+
 void add_status_commands(CLI::App& app, Config& config, std::function<int()>& run) {
   auto status_options = std::make_shared<StatusOptions>();
   auto* status = app.add_subcommand(
@@ -374,31 +398,14 @@ void add_status_commands(CLI::App& app, Config& config, std::function<int()>& ru
     };
   });
 
-  auto history_options = std::make_shared<HistoryOptions>();
-  auto* history = app.add_subcommand(
-      "history", "every queue item of a path (and MOVEs to it), with attempts and errors");
+  auto [history, history_options] = add_listing<HistoryOptions>(
+      app, config, run, "history",
+      "every queue item of a path (and MOVEs to it), with attempts and errors",
+      "newest items shown (0: all)", run_history);
   history->add_option("path", history_options->path, "file path")->required();
-  history->add_option("--limit", history_options->limit, "newest items shown (0: all)")
-      ->transform(number_in<int>(0))
-      ->capture_default_str();
-  history->add_flag("--json", history_options->json, "one JSON document");
-  history->callback([&, history_options] {
-    run = [&, history_options] {
-      return with_schema_hint([&] { return run_history(config, *history_options); });
-    };
-  });
-
-  auto failed_options = std::make_shared<FailedOptions>();
-  auto* failed = app.add_subcommand("failed", "failed items, most recent first, with their errors");
-  failed->add_option("--limit", failed_options->limit, "items shown (0: all)")
-      ->transform(number_in<int>(0))
-      ->capture_default_str();
-  failed->add_flag("--json", failed_options->json, "one JSON document");
-  failed->callback([&, failed_options] {
-    run = [&, failed_options] {
-      return with_schema_hint([&] { return run_failed(config, *failed_options); });
-    };
-  });
+  add_listing<FailedOptions>(app, config, run, "failed",
+                             "failed items, most recent first, with their errors",
+                             "items shown (0: all)", run_failed);
 
   auto retry_options = std::make_shared<RetryOptions>();
   auto* retry = app.add_subcommand(

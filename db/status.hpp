@@ -16,8 +16,9 @@
 
 namespace tw::db {
 
-// One row of timewarp.schedulers. Times are ISO 8601 UTC text ("2024-05-01T12:00:00.000Z").
-struct SchedulerInfo {
+// One row of timewarp.schedulers: who and where, then the figures its heartbeat
+// records. Times are ISO 8601 UTC text ("2024-05-01T12:00:00.000Z").
+struct SchedulerInfo : SchedulerStats {
   std::int64_t id = 0;
   std::string host;
   int pid = 0;
@@ -25,14 +26,6 @@ struct SchedulerInfo {
   int batch_size = 0;
   std::string started_at;
   double heartbeat_age = 0;  // seconds since its last heartbeat
-  int archivers = 0;
-  int busy = 0;
-  int idle = 0;
-  int busy_high_water = 0;
-  int batch_queue_length = 0;
-  int batch_queue_high_water = 0;
-  std::int64_t items_done = 0;
-  std::int64_t items_failed = 0;
 };
 
 // One row of timewarp.items. Paths are in their stored (escaped) form; times are ISO 8601
