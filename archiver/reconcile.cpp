@@ -21,6 +21,7 @@
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
@@ -41,7 +42,7 @@ void take_metadata(Version& v, const struct stat& st) {
   v.mode = st.st_mode;
   v.uid = st.st_uid;
   v.gid = st.st_gid;
-  v.mtime_ns = mtime_ns_of(st);
+  v.mtime_ns = timespec_ns(st.st_mtim);
   v.dev = static_cast<std::uint64_t>(st.st_dev);
   v.ino = static_cast<std::uint64_t>(st.st_ino);
 }
@@ -276,7 +277,7 @@ Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string
     if (!b) return b.fault();
     return *a + *b;
   };
-  if (*from == *to || is_within(*to, *from) || is_within(*from, *to)) return both();
+  if (*from == *to || path_within(*to, *from) || path_within(*from, *to)) return both();
   auto paths = paths_within(*from);
   if (!paths) return retry("archive: " + paths.error());
   if (paths->empty()) return both();

@@ -5,16 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/escape.hpp"
+#include "common/time.hpp"
 
 namespace tw::monitor {
-namespace {
-
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-}  // namespace
-
 ArchiveView::ArchiveView(std::string backup_root) : backup_root_(std::move(backup_root)) {}
 ArchiveView::~ArchiveView() = default;
 
@@ -55,11 +48,11 @@ Difference compare(const std::string& path, const struct stat& st, const archive
   if (live == nullptr) return Difference::Content;
   if ((live->mode & S_IFMT) != (st.st_mode & S_IFMT)) return Difference::Content;
   if (S_ISREG(st.st_mode)) {
-    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != mtime_ns(st)) {
+    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != timespec_ns(st.st_mtim)) {
       return Difference::Content;
     }
   } else if (S_ISLNK(st.st_mode)) {
-    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != mtime_ns(st)) {
+    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != timespec_ns(st.st_mtim)) {
       return Difference::Content;
     }
     std::string target(live->link_target.size() + 1, '\0');
@@ -71,7 +64,7 @@ Difference compare(const std::string& path, const struct stat& st, const archive
   } else if (S_ISDIR(st.st_mode)) {
     // An entry created, removed or renamed changed it: the archiver's look at the
     // directory records its new mtime and tombstones what is no longer in it.
-    if (live->mtime_ns != mtime_ns(st)) return Difference::Metadata;
+    if (live->mtime_ns != timespec_ns(st.st_mtim)) return Difference::Metadata;
   }
   if (live->mode != st.st_mode || live->uid != st.st_uid || live->gid != st.st_gid) {
     return Difference::Metadata;

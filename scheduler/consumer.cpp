@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/protocol.hpp"
+#include "common/time.hpp"
 
 namespace tw::scheduler {
 namespace {
@@ -16,11 +17,6 @@ constexpr auto kMaxRestartDelay = std::chrono::milliseconds(10000);
 // this: not a failure, the DELETE that follows records what happened.
 constexpr std::string_view kVanished = "vanished:";
 }  // namespace
-
-double epoch_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Consumer::Consumer(int index, Options options, std::shared_ptr<Launcher> launcher,
                    BatchQueue& queue, Reporter& reporter, Notify notify)

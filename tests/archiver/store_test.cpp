@@ -12,6 +12,7 @@
 #include "archive_test_util.hpp"
 #include "archiver/store.hpp"
 #include "archiver/timefmt.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
