@@ -24,8 +24,13 @@ Fault errno_fault(int err, Side side, std::string_view what) {
   if (side == Side::Archive) return retry(fmt::format("archive: {}", text));
   switch (err) {
     case ENOENT:
-    case ENOTDIR:
-      return permanent(fmt::format("vanished: {}", text));
+    case ENOTDIR: {
+      // Gone (or replaced) between the look and this step: a new look records what is
+      // there now, a tombstone if nothing.
+      Fault gone = retry(text);
+      gone.changed = true;
+      return gone;
+    }
     case ENOSPC:
     case EIO:
     case EAGAIN:
