@@ -1,6 +1,5 @@
 #include "archiver/disk.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,7 +13,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/dirs.hpp"
 #include "common/escape.hpp"
+#include "common/paths.hpp"
 
 namespace tw::archive {
 
@@ -23,8 +24,13 @@ Fault errno_fault(int err, Side side, std::string_view what) {
   if (side == Side::Archive) return retry(fmt::format("archive: {}", text));
   switch (err) {
     case ENOENT:
-    case ENOTDIR:
-      return permanent(fmt::format("vanished: {}", text));
+    case ENOTDIR: {
+      // Gone (or replaced) between the look and this step: a new look records what is
+      // there now, a tombstone if nothing.
+      Fault gone = retry(text);
+      gone.changed = true;
+      return gone;
+    }
     case ENOSPC:
     case EIO:
     case EAGAIN:
@@ -89,13 +95,6 @@ bool path_exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-std::string dir_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 DiskWriter::DiskWriter(std::string root, StepHook step_hook)
     : root_(std::move(root)), step_hook_(std::move(step_hook)) {}
 
@@ -130,7 +129,7 @@ Done DiskWriter::commit(int fd, const std::string& temp_path, const std::string&
     ::unlink(temp_path.c_str());
     return errno_fault(err, Side::Archive, fmt::format("renaming to {}", shown_path(final_path)));
   }
-  return sync_dir(dir_of(final_path));
+  return sync_dir(parent_path(final_path));
 }
 
 Expected<std::uint64_t> DiskWriter::write_file(const std::string& final_path,
@@ -154,7 +153,7 @@ Done DiskWriter::make_dir(const std::string& path) {
     return errno_fault(errno, Side::Archive,
                        fmt::format("creating directory {}", shown_path(path)));
   }
-  return sync_dir(dir_of(path));
+  return sync_dir(parent_path(path));
 }
 
 Done DiskWriter::make_marker(const std::string& path) {
@@ -164,7 +163,7 @@ Done DiskWriter::make_marker(const std::string& path) {
     if (errno == EEXIST) return Ok{};
     return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown_path(path)));
   }
-  return sync_dir(dir_of(path));
+  return sync_dir(parent_path(path));
 }
 
 Done DiskWriter::rename_unsynced(const std::string& from, const std::string& to) {
@@ -187,11 +186,9 @@ Done DiskWriter::sync_dir(const std::string& dir) const {
 
 void DiskWriter::remove_stale_temps() const {
   const std::string dir = root_ + "/tmp";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  while (const dirent* entry = ::readdir(d)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
+  const auto names = directory_names(dir);
+  if (!names) return;
+  for (const auto& name : *names) {
     long pid = 0;
     if (std::sscanf(name.c_str(), "%ld-", &pid) != 1 || pid <= 0) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
@@ -200,7 +197,6 @@ void DiskWriter::remove_stale_temps() const {
       spdlog::debug("removed stale temporary file {}", shown_path(path));
     }
   }
-  ::closedir(d);
 }
 
 }  // namespace tw::archive

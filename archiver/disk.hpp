@@ -62,7 +62,4 @@ class DiskWriter {
   std::uint64_t counter_ = 0;
 };
 
-// The directory part of a path inside the archive ("a/b/c" -> "a/b").
-std::string dir_of(const std::string& path);
-
 }  // namespace tw::archive

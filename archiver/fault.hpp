@@ -36,10 +36,12 @@ using Done = Expected<Ok>;
 // Which side of the copy an errno came from: the file being archived, or the archive.
 enum class Side { Source, Archive };
 
-// Maps an errno to an outcome. Source side: ENOENT/ENOTDIR give PERMANENT with a message
-// starting "vanished:"; EACCES/EPERM and anything not transient give PERMANENT; ENOSPC,
-// EIO, EAGAIN, EBUSY and other transient errors give RETRY. Archive side: always RETRY
-// (the item is fine, the archive is not). `what` names the action and escaped path.
+// Maps an errno to an outcome. Source side: ENOENT/ENOTDIR mean the path changed since it
+// was looked at (RETRY, `changed`: the request looks again and, the path being gone,
+// records a tombstone and completes); EACCES/EPERM and anything not transient give
+// PERMANENT; ENOSPC, EIO, EAGAIN, EBUSY and other transient errors give RETRY. Archive
+// side: always RETRY (the item is fine, the archive is not). `what` names the action and
+// the path (shown_path).
 Fault errno_fault(int err, Side side, std::string_view what);
 
 }  // namespace tw::archive

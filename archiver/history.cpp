@@ -2,41 +2,76 @@
 
 #include <sys/stat.h>
 
-#include <charconv>
-#include <optional>
+#include <algorithm>
+#include <bitset>
+#include <iterator>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "archiver/sha256.hpp"
 #include "common/escape.hpp"
+#include "common/text.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
 
 constexpr std::string_view kHeader = "timewarp-history 1\n";
 
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto at = text.find(sep, start);
-    if (at == std::string_view::npos) {
-      parts.push_back(text.substr(start));
-      return parts;
-    }
-    parts.push_back(text.substr(start, at - start));
-    start = at + 1;
-  }
+// Reads the value of one key=value field of a version line into `v`; false when bad.
+using FieldReader = bool (*)(std::string_view value, Version& v);
+
+template <auto member, int base = 10>
+bool read_number(std::string_view value, Version& v) {
+  using Int = std::remove_reference_t<decltype(v.*member)>;
+  const auto n = parse_int<Int>(value, base);
+  if (n) v.*member = *n;
+  return n.has_value();
 }
 
-template <class Int>
-std::optional<Int> to_int(std::string_view text, int base = 10) {
-  Int value{};
-  if (text.empty()) return std::nullopt;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
-  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
+template <auto member>
+bool read_escaped(std::string_view value, Version& v) {
+  auto raw = unescape_bytes(value);
+  if (!raw || raw->empty()) return false;
+  v.*member = std::move(*raw);
+  return true;
 }
+
+bool read_op(std::string_view value, Version& v) {
+  const auto op = parse_op(value);
+  if (op) v.op = *op;
+  return op.has_value();
+}
+
+bool read_sha256(std::string_view value, Version& v) {
+  if (value != "-" && !is_sha256_hex(value)) return false;
+  v.sha256 = value == "-" ? std::string() : std::string(value);
+  return true;
+}
+
+struct VersionField {
+  std::string_view key;
+  bool required;
+  FieldReader read;
+};
+
+// The fields of a version line (FORMAT.md, "History files"); format_version writes them.
+constexpr VersionField kVersionFields[] = {
+    {"at", true, read_number<&Version::archived_at_ns>},
+    {"op", true, read_op},
+    {"size", true, read_number<&Version::size>},
+    {"sha256", true, read_sha256},
+    {"mode", true, read_number<&Version::mode, 8>},
+    {"uid", true, read_number<&Version::uid>},
+    {"gid", true, read_number<&Version::gid>},
+    {"mtime", true, read_number<&Version::mtime_ns>},
+    {"dev", false, read_number<&Version::dev>},
+    {"ino", false, read_number<&Version::ino>},
+    {"link", false, read_escaped<&Version::link_target>},
+    {"from", false, read_escaped<&Version::moved_from>},
+    {"to", false, read_escaped<&Version::moved_to>},
+};
 
 std::string format_version(const Version& v) {
   std::string line = fmt::format(
@@ -55,83 +90,32 @@ std::string format_version(const Version& v) {
 Result<Version> parse_version(std::string_view line, std::uint64_t expected_number) {
   const auto fields = split(line, '\t');
   if (fields.size() < 2 || fields[0] != "v") return Error{"not a version line"};
-  const auto number = to_int<std::uint64_t>(fields[1]);
+  const auto number = parse_int<std::uint64_t>(fields[1]);
   if (!number || *number != expected_number) {
     return Error{
         fmt::format("version number {} where {} was expected", fields[1], expected_number)};
   }
   Version v;
   v.number = *number;
-  unsigned seen = 0;
-  enum : unsigned {
-    kAt = 1,
-    kOp = 2,
-    kSize = 4,
-    kSha = 8,
-    kMode = 16,
-    kUid = 32,
-    kGid = 64,
-    kMtime = 128,
-    kAll = 255
-  };
+  std::bitset<std::size(kVersionFields)> seen;
   for (std::size_t i = 2; i < fields.size(); ++i) {
     const auto eq = fields[i].find('=');
     if (eq == std::string_view::npos)
       return Error{fmt::format("field without '=' in version {}", v.number)};
     const std::string_view key = fields[i].substr(0, eq);
-    const std::string_view value = fields[i].substr(eq + 1);
-    const auto bad = [&] { return Error{fmt::format("bad {} in version {}", key, v.number)}; };
-    if (key == "at") {
-      const auto n = to_int<std::int64_t>(value);
-      if (!n) return bad();
-      v.archived_at_ns = *n;
-      seen |= kAt;
-    } else if (key == "op") {
-      const auto op = parse_op(value);
-      if (!op) return bad();
-      v.op = *op;
-      seen |= kOp;
-    } else if (key == "size") {
-      const auto n = to_int<std::uint64_t>(value);
-      if (!n) return bad();
-      v.size = *n;
-      seen |= kSize;
-    } else if (key == "sha256") {
-      if (value != "-" && !is_sha256_hex(value)) return bad();
-      v.sha256 = value == "-" ? std::string() : std::string(value);
-      seen |= kSha;
-    } else if (key == "mode") {
-      const auto n = to_int<std::uint32_t>(value, 8);
-      if (!n) return bad();
-      v.mode = *n;
-      seen |= kMode;
-    } else if (key == "uid") {
-      const auto n = to_int<std::uint32_t>(value);
-      if (!n) return bad();
-      v.uid = *n;
-      seen |= kUid;
-    } else if (key == "gid") {
-      const auto n = to_int<std::uint32_t>(value);
-      if (!n) return bad();
-      v.gid = *n;
-      seen |= kGid;
-    } else if (key == "mtime") {
-      const auto n = to_int<std::int64_t>(value);
-      if (!n) return bad();
-      v.mtime_ns = *n;
-      seen |= kMtime;
-    } else if (key == "dev" || key == "ino") {
-      const auto n = to_int<std::uint64_t>(value);
-      if (!n) return bad();
-      (key == "dev" ? v.dev : v.ino) = *n;
-    } else if (key == "link" || key == "from" || key == "to") {
-      auto raw = unescape_bytes(value);
-      if (!raw || raw->empty()) return bad();
-      (key == "link" ? v.link_target : key == "from" ? v.moved_from : v.moved_to) = std::move(*raw);
+    const auto* field = std::find_if(std::begin(kVersionFields), std::end(kVersionFields),
+                                     [&](const VersionField& f) { return f.key == key; });
+    if (field == std::end(kVersionFields)) continue;  // unknown keys are left for newer writers
+    if (!field->read(fields[i].substr(eq + 1), v)) {
+      return Error{fmt::format("bad {} in version {}", key, v.number)};
     }
-    // Unknown keys are left for newer writers.
+    seen.set(static_cast<std::size_t>(field - std::begin(kVersionFields)));
   }
-  if (seen != kAll) return Error{fmt::format("version {} lacks a required field", v.number)};
+  for (std::size_t f = 0; f < seen.size(); ++f) {
+    if (kVersionFields[f].required && !seen.test(f)) {
+      return Error{fmt::format("version {} lacks a required field", v.number)};
+    }
+  }
   if (v.exists() && v.is_file() && v.sha256.empty()) {
     return Error{fmt::format("version {} is a file without content digest", v.number)};
   }
@@ -144,10 +128,35 @@ bool Version::is_file() const { return exists() && S_ISREG(mode); }
 bool Version::is_symlink() const { return exists() && S_ISLNK(mode); }
 bool Version::is_directory() const { return exists() && S_ISDIR(mode); }
 
-bool same_state(const Version& a, const Version& b) {
-  return a.exists() && b.exists() && a.mode == b.mode && a.uid == b.uid && a.gid == b.gid &&
-         a.mtime_ns == b.mtime_ns && a.size == b.size && a.sha256 == b.sha256 &&
-         a.link_target == b.link_target;
+Difference difference(const Version* live, const Version& now) {
+  if (live == nullptr || !live->exists()) return Difference::Content;
+  if ((live->mode & S_IFMT) != (now.mode & S_IFMT)) return Difference::Content;
+  if (S_ISREG(now.mode) || S_ISLNK(now.mode)) {
+    const bool same_content =
+        live->size == now.size && live->mtime_ns == now.mtime_ns &&
+        (now.sha256.empty() || live->sha256 == now.sha256) &&
+        (!S_ISLNK(now.mode) || live->link_target == now.link_target);
+    if (!same_content) return Difference::Content;
+  } else if (S_ISDIR(now.mode) && live->mtime_ns != now.mtime_ns) {
+    return Difference::Metadata;
+  }
+  if ((live->mode & 07777) != (now.mode & 07777) || live->uid != now.uid || live->gid != now.gid) {
+    return Difference::Metadata;
+  }
+  return Difference::None;
+}
+
+Version version_of_stat(const struct stat& st) {
+  Version v;
+  v.op = Op::Update;
+  v.mode = st.st_mode;
+  v.uid = st.st_uid;
+  v.gid = st.st_gid;
+  v.mtime_ns = timespec_ns(st.st_mtim);
+  v.dev = static_cast<std::uint64_t>(st.st_dev);
+  v.ino = static_cast<std::uint64_t>(st.st_ino);
+  if (!S_ISDIR(st.st_mode)) v.size = static_cast<std::uint64_t>(st.st_size);
+  return v;
 }
 
 std::string serialize_history(const History& history) {

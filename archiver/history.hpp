@@ -26,7 +26,4 @@ std::string serialize_history(const History& history);
 // Parses and checks a history file: header, numbering, fields, and the closing checksum.
 Result<History> parse_history(std::string_view text);
 
-// True when two present versions describe the same file state (type, content, metadata).
-bool same_state(const Version& a, const Version& b);
-
 }  // namespace tw::archive

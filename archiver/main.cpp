@@ -22,6 +22,7 @@
 #include "archiver/disk.hpp"
 #include "archiver/store.hpp"
 #include "common/config.hpp"
+#include "common/line_buffer.hpp"
 #include "common/logging.hpp"
 
 namespace {
@@ -67,6 +68,8 @@ std::function<void(std::string_view)> crash_hook() {
 }
 
 constexpr std::size_t kMaxLine = 1 << 20;
+// Of a longer line only this much is kept: enough for its id, not for its path.
+constexpr std::size_t kKeptOfOverlong = 64;
 
 // Reads newline-terminated lines from a descriptor; stops on EOF or a stop request.
 class LineReader {
@@ -77,21 +80,10 @@ class LineReader {
 
   Status next(std::string& line) {
     while (true) {
-      const auto newline = buffer_.find('\n', scan_from_);
-      if (newline != std::string::npos) {
-        const bool overlong = discarding_ || newline > kMaxLine;
-        line.assign(buffer_, 0, overlong ? std::min<std::size_t>(newline, 64) : newline);
-        buffer_.erase(0, newline + 1);
-        scan_from_ = 0;
-        discarding_ = false;
-        return overlong ? Status::Overlong : Status::Line;
-      }
-      scan_from_ = buffer_.size();
-      if (buffer_.size() > kMaxLine) {  // keep the start (for the id), drop the rest
-        if (!discarding_) overlong_start_ = buffer_.substr(0, 64);
-        discarding_ = true;
-        buffer_ = overlong_start_;
-        scan_from_ = buffer_.size();
+      switch (lines_.next(line)) {
+        case tw::LineBuffer::Status::Line: return Status::Line;
+        case tw::LineBuffer::Status::Overlong: return Status::Overlong;
+        case tw::LineBuffer::Status::NeedMore: break;
       }
       if (g_stop.load()) return Status::Stopped;
       struct pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};
@@ -106,23 +98,14 @@ class LineReader {
         if (errno == EINTR || errno == EAGAIN) continue;
         return Status::Error;
       }
-      if (n == 0) {
-        if (buffer_.empty() || discarding_) return Status::Eof;
-        line = std::move(buffer_);  // a last line without its newline
-        buffer_.clear();
-        scan_from_ = 0;
-        return Status::Line;
-      }
-      buffer_.append(chunk, static_cast<std::size_t>(n));
+      if (n == 0) return lines_.take_unterminated(line) ? Status::Line : Status::Eof;
+      lines_.append(std::string_view(chunk, static_cast<std::size_t>(n)));
     }
   }
 
  private:
   int fd_;
-  std::string buffer_;
-  std::size_t scan_from_ = 0;
-  bool discarding_ = false;
-  std::string overlong_start_;
+  tw::LineBuffer lines_{kMaxLine, kKeptOfOverlong};
 };
 
 bool write_line(const std::string& line) {

@@ -29,24 +29,6 @@ Result<std::string> normalize_path(std::string_view raw) {
   return out;
 }
 
-std::string parent_path(std::string_view path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string_view::npos || slash == 0) return "/";
-  return std::string(path.substr(0, slash));
-}
-
-std::string base_name(std::string_view path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string_view::npos) return std::string(path);
-  return std::string(path.substr(slash + 1));
-}
-
-bool is_within(std::string_view path, std::string_view dir) {
-  if (dir == "/") return !path.empty() && path.front() == '/';
-  if (path.size() < dir.size() || path.substr(0, dir.size()) != dir) return false;
-  return path.size() == dir.size() || path[dir.size()] == '/';
-}
-
 std::vector<std::string> components_below(std::string_view path, std::string_view dir) {
   std::vector<std::string> parts;
   std::string_view rest = path.substr(dir == "/" ? 0 : dir.size());

@@ -15,13 +15,10 @@ namespace tw::archive {
 // those cannot be resolved without the filesystem.
 Result<std::string> normalize_path(std::string_view raw);
 
-// The parent of a canonical path ("/a/b" -> "/a", "/a" -> "/", "/" -> "/").
-std::string parent_path(std::string_view path);
-// The last component of a canonical path ("/a/b" -> "b", "/" -> "").
-std::string base_name(std::string_view path);
-// True when canonical `path` is `dir` or lies beneath it.
-bool is_within(std::string_view path, std::string_view dir);
-// The components of `path` below `dir` (is_within must hold); empty for `dir` itself.
+// (The parent, the last component and "is this path inside that directory" are in
+// common/paths.hpp: parent_path, base_name, path_within.)
+
+// The components of `path` below `dir` (path_within must hold); empty for `dir` itself.
 std::vector<std::string> components_below(std::string_view path, std::string_view dir);
 
 }  // namespace tw::archive

@@ -21,6 +21,7 @@
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
@@ -35,15 +36,6 @@ const char* type_name(mode_t mode) {
   if (S_ISCHR(mode)) return "character device";
   if (S_ISBLK(mode)) return "block device";
   return "unknown type";
-}
-
-void take_metadata(Version& v, const struct stat& st) {
-  v.mode = st.st_mode;
-  v.uid = st.st_uid;
-  v.gid = st.st_gid;
-  v.mtime_ns = mtime_ns_of(st);
-  v.dev = static_cast<std::uint64_t>(st.st_dev);
-  v.ino = static_cast<std::uint64_t>(st.st_ino);
 }
 
 Fault changed_fault(const std::string& name) {
@@ -72,11 +64,9 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
                                        const Version* live, const Version* follow,
                                        std::uint64_t& object_bytes) {
   const std::string name = shown_path(path);
-  Version v;
-  v.op = Op::Update;
-  take_metadata(v, look.st);
+  // A directory version records its own metadata, not its entries.
+  Version v = version_of_stat(look.st);
   if (look.is_directory()) {
-    v.size = 0;  // a directory version records its own metadata, not its entries
     if (live != nullptr && live->is_directory()) v.op = Op::Stat;
     return v;
   }
@@ -88,12 +78,12 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
     if (live != nullptr && live->is_symlink() && live->link_target == v.link_target) v.op = Op::Stat;
     return v;
   }
-  v.size = static_cast<std::uint64_t>(look.st.st_size);
   // Content that may be taken over without reading the file: the version a confirmed
-  // rename came from, or for a STAT the name's own latest one, when size and mtime match.
+  // rename came from, or for a STAT the name's own latest one, when its content is the
+  // same by `difference` (size and mtime).
   const Version* reuse = follow != nullptr ? follow : hint == Op::Stat ? live : nullptr;
-  if (reuse != nullptr && reuse->is_file() && reuse->size == v.size &&
-      reuse->mtime_ns == v.mtime_ns && objects.contains(reuse->sha256)) {
+  if (reuse != nullptr && difference(reuse, v) != Difference::Content &&
+      objects.contains(reuse->sha256)) {
     v.sha256 = reuse->sha256;
     v.op = Op::Stat;
     return v;
@@ -112,8 +102,7 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
       before.st_dev != look.st.st_dev) {
     return changed_fault(name);
   }
-  take_metadata(v, before);
-  v.size = static_cast<std::uint64_t>(before.st_size);
+  v = version_of_stat(before);
   // The file must be the same, unchanged, at the same name after the read.
   const auto unchanged = [&]() -> Done {
     if (hooks.after_content_read) hooks.after_content_read();
@@ -129,9 +118,9 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
     }
     return Ok{};
   };
-  // Same size and metadata as the latest version: hash first, compress only if new.
-  if (live != nullptr && live->is_file() && live->size == v.size && live->mtime_ns == v.mtime_ns &&
-      live->mode == v.mode && live->uid == v.uid && live->gid == v.gid) {
+  // The latest version's content by `difference` (size and mtime): hash first, compress
+  // only if new.
+  if (difference(live, v) != Difference::Content) {
     auto hashed = objects.hash(fd.get(), v.size, name);
     if (!hashed) return hashed.fault();
     if (auto same = unchanged(); !same) return same.fault();
@@ -182,7 +171,7 @@ Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& pat
     version->op = Op::Move;
     version->moved_from = follow_from;
   }
-  if (live != nullptr && same_state(*live, *version)) return out;  // nothing new to store
+  if (difference(live, *version) == Difference::None) return out;  // nothing new to store
   auto node = ensure_node(path, true);
   if (!node) return node.fault();
   out.bytes += *node;
@@ -276,7 +265,7 @@ Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string
     if (!b) return b.fault();
     return *a + *b;
   };
-  if (*from == *to || is_within(*to, *from) || is_within(*from, *to)) return both();
+  if (*from == *to || path_within(*to, *from) || path_within(*from, *to)) return both();
   auto paths = paths_within(*from);
   if (!paths) return retry("archive: " + paths.error());
   if (paths->empty()) return both();

@@ -16,6 +16,7 @@
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
@@ -27,18 +28,6 @@ const Version* pick(const std::vector<Version>& versions, std::int64_t at_limit)
     if (v.archived_at_ns <= at_limit) best = &v;
   }
   return best;
-}
-
-// Nanoseconds since the epoch as a timespec whose tv_nsec lies in [0, 1e9), as futimens
-// requires, before 1970 too (-1.5 s is -2 s + 0.5 s: floor division, not truncation).
-struct timespec timespec_of(std::int64_t ns) {
-  std::int64_t sec = ns / 1'000'000'000;
-  std::int64_t rest = ns % 1'000'000'000;
-  if (rest < 0) {
-    rest += 1'000'000'000;
-    --sec;
-  }
-  return {static_cast<time_t>(sec), static_cast<long>(rest)};
 }
 
 bool valid_component(const std::string& c) {
@@ -78,7 +67,7 @@ class Restorer {
         if (armed) ::unlinkat(dir, name.c_str(), 0);
       }
     } cleanup{dir_fd, temp};
-    const struct timespec times[2] = {timespec_of(v.mtime_ns), timespec_of(v.mtime_ns)};
+    const struct timespec times[2] = {ns_timespec(v.mtime_ns), ns_timespec(v.mtime_ns)};
     if (v.is_symlink()) {
       if (::symlinkat(v.link_target.c_str(), dir_fd, temp.c_str()) != 0) {
         cleanup.armed = false;
@@ -143,7 +132,7 @@ class Restorer {
       return sys_error("cannot set the owner of", target);
     }
     if (::fchmod(fd, v.mode & 07777) != 0) return sys_error("cannot set the mode of", target);
-    const struct timespec times[2] = {timespec_of(v.mtime_ns), timespec_of(v.mtime_ns)};
+    const struct timespec times[2] = {ns_timespec(v.mtime_ns), ns_timespec(v.mtime_ns)};
     if (::futimens(fd, times) != 0) return sys_error("cannot set the times of", target);
     return Ok{};
   }
@@ -291,7 +280,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
 
   if (own != nullptr && !own->is_directory()) {
     // One file or link.
-    std::string parent = dir_of(dest);
+    std::string parent = parent_path(dest);
     std::string name = base_name(dest);
     // An existing directory (not a link to one), or a name ending in '/', receives the file
     // under its own name.

@@ -1,6 +1,5 @@
 #include "archiver/source.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
@@ -13,7 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "common/dirs.hpp"
 #include "common/filesystems.hpp"
+#include "common/paths.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
@@ -54,30 +56,16 @@ int open_dir_nofollow(const std::string& dir) {
 
 }  // namespace
 
-std::int64_t mtime_ns_of(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
 bool same_file_state(const struct stat& a, const struct stat& b) {
-  const auto ns = [](const struct timespec& t) {
-    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-  };
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_mode == b.st_mode &&
-         a.st_size == b.st_size && ns(a.st_mtim) == ns(b.st_mtim) &&
-         ns(a.st_ctim) == ns(b.st_ctim);
+         a.st_size == b.st_size && timespec_ns(a.st_mtim) == timespec_ns(b.st_mtim) &&
+         timespec_ns(a.st_ctim) == timespec_ns(b.st_ctim);
 }
 
 Expected<SourceLook> look_at(const std::string& path) {
   SourceLook look;
-  std::string dir;
-  if (path == "/") {
-    dir = "/";
-    look.name = ".";
-  } else {
-    const auto slash = path.rfind('/');
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    look.name = path.substr(slash + 1);
-  }
+  const std::string dir = parent_path(path);
+  look.name = path == "/" ? "." : base_name(path);
   const int fd = open_dir_nofollow(dir);
   if (fd < 0) {
     if (absent_errno(-fd)) return look;
@@ -116,19 +104,11 @@ Expected<std::vector<std::string>> list_looked(const SourceLook& look,
     if (absent_errno(errno)) return std::vector<std::string>{};  // gone meanwhile
     return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path));
   }
-  DIR* d = ::fdopendir(fd.get());
-  if (d == nullptr) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path));
-  fd.release();
-  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
-  std::vector<std::string> names;
-  errno = 0;
-  while (const dirent* entry = ::readdir(d)) {
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-    errno = 0;
+  auto names = directory_names(fd.get());
+  if (!names) {
+    return errno_fault(names.failure().value, Side::Source, fmt::format("listing {}", shown_path));
   }
-  if (errno != 0) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path));
-  return names;
+  return std::move(names.value());
 }
 
 Expected<std::string> read_looked_link(const SourceLook& look, const std::string& shown_path) {

@@ -57,6 +57,4 @@ Expected<std::string> read_looked_link(const SourceLook& look, const std::string
 // mtime, ctime).
 bool same_file_state(const struct stat& a, const struct stat& b);
 
-std::int64_t mtime_ns_of(const struct stat& st);
-
 }  // namespace tw::archive

@@ -1,6 +1,5 @@
 #include "archiver/store.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -20,6 +19,7 @@
 #include "archiver/sha256.hpp"
 #include "archiver/store_impl.hpp"
 #include "archiver/timefmt.hpp"
+#include "common/dirs.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 
@@ -130,12 +130,12 @@ Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool lea
     if (!up) return up.fault();
     bytes += *up;
   }
-  const std::string bucket = dir_of(base);
+  const std::string bucket = parent_path(base);
   if (!path_exists(bucket)) {
     if (auto made = disk.make_dir(bucket); !made) return made.fault();
   }
   if (!is_root && !path_exists(marker)) {
-    const std::string children = dir_of(marker);
+    const std::string children = parent_path(marker);
     if (!path_exists(children)) {
       if (auto made = disk.make_dir(children); !made) return made.fault();
     }
@@ -164,7 +164,7 @@ Done Store::Impl::finish_link(std::string_view path) {
 
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
   const std::string base = node_of(path);
-  const std::string bucket = dir_of(base);
+  const std::string bucket = parent_path(base);
   if (!path_exists(bucket)) {
     if (auto made = disk.make_dir(bucket); !made) return made.fault();
   }
@@ -196,63 +196,68 @@ void NodeLock::drop_if_unused(const std::string& node_base) {
   ::unlink(file_.c_str());
 }
 
+Result<std::vector<Store::Impl::ChildMarker>> Store::Impl::child_markers(
+    std::string_view path) const {
+  const std::string dir = node_of(path) + ".children";
+  auto names = directory_names(dir);
+  if (!names) {
+    if (names.failure().value == ENOENT) return std::vector<ChildMarker>{};
+    return Error{fmt::format("cannot list {}: {}", dir, std::strerror(names.failure().value))};
+  }
+  std::vector<ChildMarker> markers;
+  for (std::string& name : *names) {
+    const bool pending = name.size() > kPendingSuffix.size() &&
+                         name.compare(name.size() - kPendingSuffix.size(), kPendingSuffix.size(),
+                                      kPendingSuffix) == 0;
+    if (pending) name.resize(name.size() - kPendingSuffix.size());
+    if (is_sha256_hex(name)) markers.push_back({std::move(name), pending});
+  }
+  return markers;
+}
+
+namespace {
+
+// A power cut may leave a node with both markers: each child is listed once, sorted.
+std::vector<std::string> sorted_once(std::vector<std::string> paths) {
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  return paths;
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> Store::Impl::children_except(
     std::string_view path, const std::vector<std::string>& except) const {
-  std::vector<std::string> children;
-  const std::string dir = node_of(path) + ".children";
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
-  if (!d) {
-    if (errno == ENOENT) return children;
-    return Error{fmt::format("cannot list {}: {}", dir, std::strerror(errno))};
-  }
+  auto markers = child_markers(path);
+  if (!markers) return Error{markers.error()};
   std::unordered_set<std::string> skip;
   for (const auto& name : except) skip.insert(key_of(join_path(path, name)));
-  while (const dirent* entry = ::readdir(d.get())) {
-    std::string_view key = entry->d_name;
-    if (key.size() > kPendingSuffix.size() &&
-        key.substr(key.size() - kPendingSuffix.size()) == kPendingSuffix) {
-      key.remove_suffix(kPendingSuffix.size());
-    }
-    if (!is_sha256_hex(key) || skip.count(std::string(key)) > 0) continue;
-    auto child = path_of_key(key);
+  std::vector<std::string> children;
+  for (const auto& marker : *markers) {
+    if (skip.count(marker.key) > 0) continue;
+    auto child = path_of_key(marker.key);
     // A child always lies directly beneath its parent; anything else is damage.
     if (child && parent_path(*child) == path && *child != path) children.push_back(std::move(*child));
   }
-  std::sort(children.begin(), children.end());
-  children.erase(std::unique(children.begin(), children.end()), children.end());
-  return children;
+  return sorted_once(std::move(children));
 }
 
 Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path,
                                                          std::uint64_t* unnamed) const {
+  auto markers = child_markers(path);
+  if (!markers) return Error{markers.error()};
   std::vector<std::string> children;
-  const std::string dir = node_of(path) + ".children";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return children;
-    return Error{fmt::format("cannot list {}: {}", dir, std::strerror(errno))};
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
-  std::vector<std::string> keys;
-  while (const dirent* entry = ::readdir(d)) {
-    std::string_view name = entry->d_name;
-    const bool pending = name.size() > kPendingSuffix.size() &&
-                         name.substr(name.size() - kPendingSuffix.size()) == kPendingSuffix;
-    if (pending) name.remove_suffix(kPendingSuffix.size());
-    if (!is_sha256_hex(name)) continue;
-    auto child = path_of_key(name);
+  for (const auto& marker : *markers) {
+    auto child = path_of_key(marker.key);
     // A pending marker whose node has no name yet was left by an interrupted first
     // archiving; a finished one means the node's name was lost.
     if (!child) {
-      if (!pending && unnamed != nullptr) ++*unnamed;
+      if (!marker.pending && unnamed != nullptr) ++*unnamed;
       continue;
     }
     children.push_back(std::move(*child));
   }
-  // A power cut may leave a node with both markers: list it once.
-  std::sort(children.begin(), children.end());
-  children.erase(std::unique(children.begin(), children.end()), children.end());
-  return children;
+  return sorted_once(std::move(children));
 }
 
 Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir,

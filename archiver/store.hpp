@@ -3,6 +3,8 @@
 // archived path. Everything needed to list, restore and verify lives under the root.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +41,36 @@ struct Version {
   bool is_symlink() const;
   bool is_directory() const;
 };
+
+// How what a path holds now differs from its live archived version: the one definition of
+// "unchanged against the archive". The monitor's scans decide with it what to queue, and
+// the archiver what content it may take over and whether a new version is due, so a scan
+// and the archiver never disagree about a path.
+enum class Difference {
+  None,      // unchanged: nothing to archive
+  Metadata,  // only permission bits, owner or group, or a directory's mtime: a STAT
+  Content,   // nothing live, another type, or what the file or link holds: an UPDATE
+};
+
+// `live` is the archive's latest version of the path, nullptr when there is none or it is
+// a tombstone; `now` describes the disk (version_of_stat, with the link target of a link;
+// with the digest of a file only when its content was read). Compared, in this order:
+//   - nothing live, or another type (S_IFMT): Content;
+//   - a regular file: size and mtime (to the nanosecond), and the SHA-256 when `now` has
+//     one: Content when any differs (without a digest, same size and mtime stand for the
+//     same content);
+//   - a symlink: size, mtime and target: Content when any differs;
+//   - a directory: mtime (it changes whenever an entry is created, removed or renamed):
+//     Metadata; its size is not compared;
+//   - every type: permission bits (and set-id, sticky), uid, gid: Metadata.
+// Never compared: device and inode (a file put back in place is unchanged), ctime, atime,
+// the op and the archive time.
+Difference difference(const Version* live, const Version& now);
+
+// What `difference` reads of an lstat result, as a version (op UPDATE): type and mode,
+// owner, mtime, device and inode, and the size of a file or link (a directory's is 0). The
+// link target and the digest are the caller's to add.
+Version version_of_stat(const struct stat& st);
 
 // What one archive operation did: COMPLETE with the bytes it added to the archive, or a
 // failure to answer FAILED RETRY / FAILED PERMANENT with `message` (valid UTF-8).

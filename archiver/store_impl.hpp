@@ -79,6 +79,13 @@ struct Store::Impl {
   // The marker of `path` in its parent's .children, and its name while pending.
   std::string marker_of(std::string_view path) const;
   Expected<NodeLock> lock_node(std::string_view path);
+  // The markers in `path`'s .children (none when it has no such directory): the child's
+  // key, and whether the marker is still pending.
+  struct ChildMarker {
+    std::string key;
+    bool pending = false;
+  };
+  Result<std::vector<ChildMarker>> child_markers(std::string_view path) const;
   // The archived children of `path` (named nodes linked by a marker, finished or pending).
   // `unnamed` (optional) counts finished markers whose node has no name: damage.
   Result<std::vector<std::string>> child_paths(std::string_view path,

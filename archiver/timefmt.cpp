@@ -4,14 +4,15 @@
 
 #include <cctype>
 #include <charconv>
+#include <initializer_list>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "common/time.hpp"
+
 namespace tw::archive {
 namespace {
-
-constexpr std::int64_t kNsPerSecond = 1'000'000'000;
 
 // Reads exactly `width` digits at text[pos].
 std::optional<int> digits(std::string_view text, std::size_t& pos, std::size_t width) {
@@ -29,6 +30,26 @@ std::optional<int> digits(std::string_view text, std::size_t& pos, std::size_t w
 bool expect(std::string_view text, std::size_t& pos, char c) {
   if (pos >= text.size() || text[pos] != c) return false;
   ++pos;
+  return true;
+}
+
+// One number of a date or a time: how many digits it has and where it goes.
+struct Field {
+  std::size_t width;
+  int* value;
+};
+
+// Reads `fields` at text[pos], one `separator` between each two ("2026-11-22", "10:00").
+bool read_fields(std::string_view text, std::size_t& pos, char separator,
+                 std::initializer_list<Field> fields) {
+  bool first = true;
+  for (const Field& field : fields) {
+    if (!first && !expect(text, pos, separator)) return false;
+    first = false;
+    const auto value = digits(text, pos, field.width);
+    if (!value) return false;
+    *field.value = *value;
+  }
   return true;
 }
 
@@ -163,29 +184,14 @@ Result<std::int64_t> parse_time_ns(std::string_view text) {
   }
   std::size_t pos = 0;
   Fields f;
-  const auto year = digits(text, pos, 4);
-  if (!year || !expect(text, pos, '-')) return bad();
-  const auto month = digits(text, pos, 2);
-  if (!month || !expect(text, pos, '-')) return bad();
-  const auto day = digits(text, pos, 2);
-  if (!day) return bad();
-  f.year = *year;
-  f.month = *month;
-  f.day = *day;
+  if (!read_fields(text, pos, '-', {{4, &f.year}, {2, &f.month}, {2, &f.day}})) return bad();
   std::int64_t frac = 0;
   if (pos < text.size() && (text[pos] == 'T' || text[pos] == 't' || text[pos] == ' ')) {
     ++pos;
-    const auto hour = digits(text, pos, 2);
-    if (!hour || !expect(text, pos, ':')) return bad();
-    const auto minute = digits(text, pos, 2);
-    if (!minute) return bad();
-    f.hour = *hour;
-    f.minute = *minute;
+    if (!read_fields(text, pos, ':', {{2, &f.hour}, {2, &f.minute}})) return bad();
     if (pos < text.size() && text[pos] == ':') {
       ++pos;
-      const auto second = digits(text, pos, 2);
-      if (!second) return bad();
-      f.second = *second;
+      if (!read_fields(text, pos, ':', {{2, &f.second}})) return bad();
       if (pos < text.size() && (text[pos] == '.' || text[pos] == ',')) {
         ++pos;
         const std::size_t first = pos;
@@ -235,12 +241,6 @@ Result<std::int64_t> parse_time_ns(std::string_view text) {
   const auto ns = to_ns(seconds, frac);
   if (!ns) return out_of_range(original);
   return *ns;
-}
-
-std::int64_t now_ns() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * kNsPerSecond + ts.tv_nsec;
 }
 
 }  // namespace tw::archive

@@ -22,7 +22,4 @@ std::string format_time_ns(std::int64_t ns);
 // with a message that says which.
 Result<std::int64_t> parse_time_ns(std::string_view text);
 
-// The current CLOCK_REALTIME in nanoseconds.
-std::int64_t now_ns();
-
 }  // namespace tw::archive

@@ -1,5 +1,4 @@
 // Store::verify: re-reads every object and history (FORMAT.md, "Verify").
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -14,25 +13,18 @@
 #include "archiver/paths.hpp"
 #include "archiver/sha256.hpp"
 #include "archiver/store_impl.hpp"
+#include "common/dirs.hpp"
+#include "common/paths.hpp"
 
 namespace tw::archive {
 namespace {
 
-// The entry names of a directory (without . and ..); empty when it cannot be read.
+// The entry names of a directory (without . and ..), sorted; empty when it cannot be read
+// (`failed`, when given, says whether it exists but could not be read).
 std::vector<std::string> list_dir(const std::string& dir, bool* failed = nullptr) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (failed != nullptr) *failed = errno != ENOENT;
-    return names;
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
-  while (const dirent* entry = ::readdir(d)) {
-    const std::string name = entry->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  auto names = directory_names(dir);
+  if (failed != nullptr) *failed = !names && names.failure().value != ENOENT;
+  return names ? std::move(names.value()) : std::vector<std::string>{};
 }
 
 bool is_bucket(const std::string& name) {

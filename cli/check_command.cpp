@@ -74,7 +74,7 @@ Result<std::string> resolve_path(const std::string& argument, bool escaped,
     return *normal != root && path_within(*normal, root);
   });
   if (!entry || *normal == "/") return resolve(*normal);
-  return join_path(resolve(archive::parent_path(*normal)), archive::base_name(*normal));
+  return join_path(resolve(parent_path(*normal)), base_name(*normal));
 }
 
 Result<Plan> make_plan(const Config& config, const CheckArgs& args) {

@@ -1,6 +1,5 @@
 #include "cli/check_walk.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,9 +16,11 @@
 #include "archiver/paths.hpp"
 #include "archiver/sha256.hpp"
 #include "archiver/timefmt.hpp"
+#include "common/dirs.hpp"
 #include "common/escape.hpp"
 #include "common/fd.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 
 namespace tw::cli {
 namespace {
@@ -35,10 +36,6 @@ std::string_view type_name(std::uint32_t mode) {
 
 // The types the archive keeps; everything else on disk is skipped.
 bool kept_type(mode_t mode) { return S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode); }
-
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
 
 std::string error_text(int error) { return escape_bytes(std::strerror(error)); }
 
@@ -57,34 +54,6 @@ std::optional<std::string> read_link(int dir_fd, const std::string& name, int& e
     }
     target.resize(target.size() * 2);
   }
-}
-
-// The names in the open directory `fd` (not "." and ".."), sorted bytewise; or an errno.
-std::optional<std::vector<std::string>> read_names(int fd, int& error) {
-  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) {
-    error = errno;
-    return std::nullopt;
-  }
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    error = errno;
-    ::close(copy);
-    return std::nullopt;
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
-  std::vector<std::string> names;
-  errno = 0;
-  while (const dirent* entry = ::readdir(d)) {
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  if (errno != 0) {
-    error = errno;
-    return std::nullopt;
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 }  // namespace
@@ -173,9 +142,9 @@ void TreeCheck::compare(int dir_fd, const std::string& name, const std::string& 
   if (S_ISREG(st.st_mode) && live.size != size) {
     emit(DiffKind::Size, path, std::to_string(live.size), std::to_string(size));
   }
-  if (live.mtime_ns != mtime_ns(st)) {
+  if (live.mtime_ns != timespec_ns(st.st_mtim)) {
     emit(DiffKind::Mtime, path, archive::format_time_ns(live.mtime_ns),
-         archive::format_time_ns(mtime_ns(st)));
+         archive::format_time_ns(timespec_ns(st.st_mtim)));
   }
   if ((live.mode & 07777) != (st.st_mode & 07777)) {
     emit(DiffKind::Mode, path, fmt::format("{:04o}", live.mode & 07777),
@@ -227,11 +196,10 @@ void TreeCheck::compare_content(int dir_fd, const std::string& name, const std::
 }
 
 void TreeCheck::walk(int fd, const std::string& path) {
-  int error = 0;
-  const auto names = read_names(fd, error);
+  const auto names = directory_names(fd);
   if (!names) {
     // Nothing is known of the entries: none is reported missing or extra.
-    emit(DiffKind::Unreadable, path, std::string(kNone), error_text(error));
+    emit(DiffKind::Unreadable, path, std::string(kNone), error_text(names.failure().value));
     return;
   }
   for (const auto& name : *names) {

@@ -16,6 +16,7 @@
 #include "common/escape.hpp"
 #include "common/filters.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 #include "db/connection.hpp"
 #include "db/migrations.hpp"
 #include "db/queue.hpp"
@@ -74,7 +75,7 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
     item.priority = options.priority;
     if (st) {
       item.size = static_cast<std::int64_t>(st->st_size);
-      item.mtime = static_cast<double>(st->st_mtim.tv_sec) + st->st_mtim.tv_nsec / 1e9;
+      item.mtime = timespec_seconds(st->st_mtim);
     }
     batch.push_back(std::move(item));
     if (batch.size() >= kEnqueueChunk) flush();

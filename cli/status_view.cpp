@@ -104,21 +104,6 @@ std::string progress_bar(double fraction, int width) {
          std::string(static_cast<std::size_t>(width - filled), '-') + "]";
 }
 
-std::string printable(std::string_view text, std::size_t limit) {
-  std::string out = shown_text(text);
-  if (limit == 0 || out.size() <= limit) return out;
-  // Cut between characters, never inside a UTF-8 sequence or a %XX escape.
-  std::size_t cut = limit;
-  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
-  if (cut >= 1 && out[cut - 1] == '%') {
-    cut -= 1;
-  } else if (cut >= 2 && out[cut - 2] == '%') {
-    cut -= 2;
-  }
-  out.resize(cut);
-  return out + "...";
-}
-
 std::string status_text(const db::StatusReport& report, const ViewOptions& options,
                         const WatchProgress* watch) {
   const Paint paint{options.color};
@@ -178,7 +163,7 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
     const bool stale = s.heartbeat_age > options.stale_after;
     std::string heartbeat = fmt::format("heartbeat {} ago", duration(s.heartbeat_age));
     if (stale) heartbeat = paint.yellow(heartbeat + ", stale");
-    out += fmt::format("  #{} {}  pid {}  {}  batch {}  {}\n", s.id, paint.bold(printable(s.host)),
+    out += fmt::format("  #{} {}  pid {}  {}  batch {}  {}\n", s.id, paint.bold(shown_text(s.host)),
                        s.pid, s.strategy, s.batch_size, heartbeat);
     out += fmt::format(
         "      archivers {}: {} busy, {} idle, busiest {}   batch queue {}, most {}   "
@@ -206,9 +191,9 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
   } else {
     line("failures", paint.red(fmt::format("{} in the last hour", c.failed_last_hour)));
     for (const auto& f : report.recent_failures) {
-      out += fmt::format("  #{} {}  {} {} ({})\n", f.id, item_age(f), f.op, printable(f.path),
+      out += fmt::format("  #{} {}  {} {} ({})\n", f.id, item_age(f), f.op, shown_text(f.path),
                          plural(f.attempts, "attempt"));
-      out += fmt::format("      {}\n", paint.red(printable(f.last_error, 300)));
+      out += fmt::format("      {}\n", paint.red(shown_text(f.last_error, 300)));
     }
     const auto shown = static_cast<std::int64_t>(report.recent_failures.size());
     if (c.failed_last_hour > shown) {
@@ -291,15 +276,15 @@ std::string items_text(const std::vector<db::ItemRecord>& items, const ViewOptio
     std::string status = fmt::format("{:<10}", item.status);
     if (item.status == "FAILED") status = paint.red(status);
     if (item.status == "COMPLETED") status = paint.green(status);
-    std::string what = printable(item.path);
-    if (!item.dest_path.empty()) what += " -> " + printable(item.dest_path);
+    std::string what = shown_text(item.path);
+    if (!item.dest_path.empty()) what += " -> " + shown_text(item.dest_path);
     const std::string& when = item.finished_at.empty() ? item.enqueued_at : item.finished_at;
     out += fmt::format("#{:<8} {} {:<6} {}  {}  {}", item.id, status, item.op, when,
                        plural(item.attempts, "attempt"), what);
     if (item.archive_bytes) out += fmt::format("  ({} bytes archived)", *item.archive_bytes);
     out += "\n";
     if (!item.last_error.empty())
-      out += fmt::format("          {}\n", printable(item.last_error, 500));
+      out += fmt::format("          {}\n", shown_text(item.last_error, 500));
   }
   return out;
 }

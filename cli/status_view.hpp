@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/escape.hpp"
 #include "db/status.hpp"
 
 namespace tw::cli {
@@ -41,9 +42,11 @@ std::optional<double> drain_eta(const db::QueueCounts& counts);
 std::string duration(double seconds);
 // "[#########-----------]" for a fraction 0..1, `width` characters between the brackets.
 std::string progress_bar(double fraction, int width);
-// Text safe to print on a terminal (shown_text: control bytes, invalid UTF-8, C1 and
-// bidirectional controls become %XX); long text is cut at `limit` bytes with "...".
-std::string printable(std::string_view text, std::size_t limit = 0);
+// The former name of shown_text (common/escape.hpp), left only until status_commands.cpp
+// calls shown_text itself; then this goes.
+inline std::string printable(std::string_view text, std::size_t limit = 0) {
+  return shown_text(text, limit);
+}
 
 std::string status_text(const db::StatusReport& report, const ViewOptions& options,
                         const WatchProgress* watch = nullptr);

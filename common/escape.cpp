@@ -108,7 +108,20 @@ std::string escape_bytes(std::string_view raw) { return escaped(raw, kForMachine
 
 std::string shown_path(std::string_view raw) { return escaped(raw, kForPeople); }
 
-std::string shown_text(std::string_view text) { return escaped(text, kTextForPeople); }
+std::string shown_text(std::string_view text, std::size_t limit) {
+  std::string out = escaped(text, kTextForPeople);
+  if (limit == 0 || out.size() <= limit) return out;
+  // Cut between characters, never inside a UTF-8 sequence or a %XX escape.
+  std::size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  if (cut >= 1 && out[cut - 1] == '%') {
+    cut -= 1;
+  } else if (cut >= 2 && out[cut - 2] == '%') {
+    cut -= 2;
+  }
+  out.resize(cut);
+  return out + "...";
+}
 
 std::optional<std::string> unescape_bytes(std::string_view escaped) {
   std::string out;

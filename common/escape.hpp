@@ -13,6 +13,7 @@
 // Pure functions, safe from any thread.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,14 +23,20 @@ namespace tw {
 // Escapes raw file-name bytes into the text form used on pipes and in path columns.
 std::string escape_bytes(std::string_view raw);
 
-// Escapes raw file-name bytes for a person to read (above): escape_bytes, and C1 and
-// bidirectional controls too. The one function for showing a raw path.
+// What a person is shown (terminal, log, error message) goes through one of these two,
+// chosen by what the caller holds:
+//
+// shown_path: raw bytes (a file name as the filesystem gives it): escape_bytes, and C1
+// and bidirectional controls too.
 std::string shown_path(std::string_view raw);
 
-// The same for text that may already hold escaped names (a path column of the database,
-// an archiver's message): control bytes, bytes not part of valid UTF-8, C1 and
-// bidirectional controls become %XX; everything else, '%' included, stays as it is.
-std::string shown_text(std::string_view text);
+// shown_text: text that is escaped already or may hold escaped names (a path column of the
+// database, a path on the pipes, an archiver's message): control bytes, bytes not part of
+// valid UTF-8, C1 and bidirectional controls become %XX; everything else, '%' included,
+// stays as it is, so shown_text(escape_bytes(raw)) == shown_path(raw). With a `limit`
+// (bytes), a longer result is cut to at most that, between characters and never inside a
+// %XX escape, and "..." is added.
+std::string shown_text(std::string_view text, std::size_t limit = 0);
 
 // Reverses escape_bytes (and shown_path). Returns nothing when `escaped` is not a well-formed
 // escaped text: a '%' not followed by two hex digits, a raw control byte, or invalid UTF-8.

@@ -17,13 +17,22 @@ std::filesystem::path source_root_of(const std::filesystem::path& path,
                                      const std::vector<std::filesystem::path>& roots) {
   std::filesystem::path best;
   for (const auto& root : roots) {
-    const std::string& r = root.native();
-    const std::string& p = path.native();
-    const bool inside = p == r || (p.size() > r.size() && p.compare(0, r.size(), r) == 0 &&
-                                   (r.back() == '/' || p[r.size()] == '/'));
-    if (inside && r.size() > best.native().size()) best = root;
+    if (path_within(path.native(), root.native()) && root.native().size() > best.native().size()) {
+      best = root;
+    }
   }
   return best;
+}
+
+std::string parent_path(std::string_view path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+std::string base_name(std::string_view path) {
+  return std::string(path.substr(path.rfind('/') + 1));
 }
 
 }  // namespace tw

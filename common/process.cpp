@@ -18,13 +18,14 @@
 #include <spdlog/spdlog.h>
 
 #include "common/fd.hpp"
+#include "common/line_buffer.hpp"
 
 namespace bp = boost::process;
 
 namespace tw {
 namespace {
 
-constexpr std::size_t kMaxLine = 1 << 20;
+constexpr std::size_t kMaxLine = 1 << 20;  // a longer line is Overlong (process.hpp)
 
 class BoostChild final : public ChildProcess {
  public:
@@ -55,31 +56,15 @@ class BoostChild final : public ChildProcess {
     return true;
   }
 
-  bool has_buffered_line() const override {
-    return buffer_.find('\n', scanned_) != std::string::npos;
-  }
+  bool has_buffered_line() const override { return lines_.ready(); }
 
   ReadStatus read_line(std::string& line, std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
-      const std::size_t newline = buffer_.find('\n', scanned_);
-      if (newline != std::string::npos) {
-        const bool overlong = discarding_;
-        line.assign(buffer_, 0, newline);
-        buffer_.erase(0, newline + 1);
-        scanned_ = 0;
-        discarding_ = false;
-        if (overlong) continue;  // the tail of a discarded line: skip it, read the next
-        return ReadStatus::Line;
-      }
-      scanned_ = buffer_.size();
-      if (buffer_.size() > kMaxLine) {
-        buffer_.clear();
-        scanned_ = 0;
-        if (!discarding_) {
-          discarding_ = true;
-          return ReadStatus::Overlong;
-        }
+      switch (lines_.next(line)) {
+        case LineBuffer::Status::Line: return ReadStatus::Line;
+        case LineBuffer::Status::Overlong: return ReadStatus::Overlong;
+        case LineBuffer::Status::NeedMore: break;
       }
       if (eof_) return ReadStatus::Eof;
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(
@@ -104,7 +89,7 @@ class BoostChild final : public ChildProcess {
       } else if (n == 0) {
         eof_ = true;
       } else {
-        buffer_.append(chunk, static_cast<std::size_t>(n));
+        lines_.append(std::string_view(chunk, static_cast<std::size_t>(n)));
       }
     }
   }
@@ -150,9 +135,7 @@ class BoostChild final : public ChildProcess {
   bp::child child_;
   UniqueFd to_child_;
   UniqueFd from_child_;
-  std::string buffer_;
-  std::size_t scanned_ = 0;  // buffer_[0, scanned_) holds no newline
-  bool discarding_ = false;  // skipping the rest of an overlong line
+  LineBuffer lines_{kMaxLine};
   bool eof_ = false;
   bool reaped_ = false;
   int status_ = -1;

@@ -20,15 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/noncopyable.hpp"
+
 namespace tw {
 
-class ChildProcess {
+class ChildProcess : NonCopyable {
  public:
   enum class ReadStatus { Line, Timeout, Eof, Overlong };
 
-  ChildProcess() = default;
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
   virtual ~ChildProcess() = default;
 
   virtual pid_t pid() const = 0;
@@ -65,11 +64,8 @@ struct LaunchSpec {
 // lets through.
 bool env_name_matches(std::string_view name, const std::vector<std::string>& patterns);
 
-class Launcher {
+class Launcher : NonCopyable {
  public:
-  Launcher() = default;
-  Launcher(const Launcher&) = delete;
-  Launcher& operator=(const Launcher&) = delete;
   virtual ~Launcher() = default;
   // Starts the child. Throws std::runtime_error naming the executable when it cannot start.
   virtual std::unique_ptr<ChildProcess> launch(const LaunchSpec& spec) = 0;

@@ -1,37 +1,18 @@
 #include "common/protocol.hpp"
 
-#include <charconv>
+#include <array>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
+#include "common/text.hpp"
 
 namespace tw {
 namespace {
 
-std::vector<std::string_view> split_tabs(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t tab = line.find('\t', start);
-    if (tab == std::string_view::npos) {
-      fields.push_back(line.substr(start));
-      return fields;
-    }
-    fields.push_back(line.substr(start, tab - start));
-    start = tab + 1;
-  }
-}
-
-template <class Int>
-std::optional<Int> parse_int(std::string_view text) {
-  Int value{};
-  if (text.empty()) return std::nullopt;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
+// The ops and their names on the wire, in the order of enum Op.
+constexpr std::array<std::string_view, 4> kOpNames = {"UPDATE", "STAT", "DELETE", "MOVE"};
 
 // Shows a fragment of a bad line in an error message, escaped so it stays on one line.
 std::string excerpt(std::string_view text) {
@@ -43,21 +24,12 @@ std::string excerpt(std::string_view text) {
 
 }  // namespace
 
-std::string_view to_string(Op op) {
-  switch (op) {
-    case Op::Update: return "UPDATE";
-    case Op::Stat: return "STAT";
-    case Op::Delete: return "DELETE";
-    case Op::Move: return "MOVE";
-  }
-  return "UPDATE";
-}
+std::string_view to_string(Op op) { return kOpNames.at(static_cast<std::size_t>(op)); }
 
 std::optional<Op> parse_op(std::string_view text) {
-  if (text == "UPDATE") return Op::Update;
-  if (text == "STAT") return Op::Stat;
-  if (text == "DELETE") return Op::Delete;
-  if (text == "MOVE") return Op::Move;
+  for (std::size_t i = 0; i < kOpNames.size(); ++i) {
+    if (kOpNames[i] == text) return static_cast<Op>(i);
+  }
   return std::nullopt;
 }
 
@@ -68,7 +40,7 @@ std::int64_t request_id_of(std::string_view line) {
 
 std::variant<Request, RequestParseError> parse_request(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  const auto fields = split_tabs(line);
+  const auto fields = split(line, '\t');
   const auto id = parse_int<std::int64_t>(fields[0]);
   if (!id || *id <= 0) {
     return RequestParseError{kUnknownRequestId,
@@ -109,7 +81,7 @@ std::string format_request(const Request& request) {
 
 Result<Response> parse_response(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  const auto fields = split_tabs(line);
+  const auto fields = split(line, '\t');
   const auto bad = [&](std::string_view what) {
     return Error{fmt::format("malformed response ({}): '{}'", what, excerpt(line))};
   };

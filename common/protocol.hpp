@@ -14,7 +14,7 @@
 
 namespace tw {
 
-enum class Op { Update, Stat, Delete, Move };
+enum class Op { Update, Stat, Delete, Move };  // named in protocol.cpp's kOpNames, in order
 
 std::string_view to_string(Op op);
 std::optional<Op> parse_op(std::string_view text);

@@ -7,14 +7,6 @@
 #include "common/escape.hpp"
 
 namespace tw::monitor {
-namespace {
-
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
-}  // namespace
-
 ArchiveView::ArchiveView(std::string backup_root) : backup_root_(std::move(backup_root)) {}
 ArchiveView::~ArchiveView() = default;
 
@@ -52,31 +44,15 @@ std::vector<std::string> ArchiveView::archived_within(std::string_view dir) {
 }
 
 Difference compare(const std::string& path, const struct stat& st, const archive::Version* live) {
-  if (live == nullptr) return Difference::Content;
-  if ((live->mode & S_IFMT) != (st.st_mode & S_IFMT)) return Difference::Content;
-  if (S_ISREG(st.st_mode)) {
-    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != mtime_ns(st)) {
-      return Difference::Content;
-    }
-  } else if (S_ISLNK(st.st_mode)) {
-    if (live->size != static_cast<std::uint64_t>(st.st_size) || live->mtime_ns != mtime_ns(st)) {
-      return Difference::Content;
-    }
-    std::string target(live->link_target.size() + 1, '\0');
-    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-    if (n < 0 || static_cast<std::size_t>(n) != live->link_target.size() ||
-        target.compare(0, static_cast<std::size_t>(n), live->link_target) != 0) {
-      return Difference::Content;
-    }
-  } else if (S_ISDIR(st.st_mode)) {
-    // An entry created, removed or renamed changed it: the archiver's look at the
-    // directory records its new mtime and tombstones what is no longer in it.
-    if (live->mtime_ns != mtime_ns(st)) return Difference::Metadata;
+  archive::Version now = archive::version_of_stat(st);
+  if (S_ISLNK(st.st_mode) && live != nullptr && live->is_symlink()) {
+    // One byte more than the archived target: a longer one is seen to differ.
+    now.link_target.assign(live->link_target.size() + 1, '\0');
+    const ssize_t n = ::readlink(path.c_str(), now.link_target.data(), now.link_target.size());
+    if (n < 0) return Difference::Content;
+    now.link_target.resize(static_cast<std::size_t>(n));
   }
-  if (live->mode != st.st_mode || live->uid != st.st_uid || live->gid != st.st_gid) {
-    return Difference::Metadata;
-  }
-  return Difference::None;
+  return archive::difference(live, now);
 }
 
 }  // namespace tw::monitor

@@ -36,16 +36,11 @@ class ArchiveView {
   std::optional<archive::Store> store_;
 };
 
-// How a path on disk differs from its live archived version.
-enum class Difference {
-  None,      // nothing to archive
-  Metadata,  // only mode, owner or group, or a directory's mtime: a STAT
-  Content,   // new, type, size, content time or link target changed: an UPDATE
-};
+using archive::Difference;
 
-// Compares the lstat of `path` with `live` (nullptr: nothing archived). Files and links:
-// type, size, mtime, link target, mode, owner. Directories: type, mtime (it changes
-// whenever an entry is created, removed or renamed), mode, owner.
+// How `path`, whose lstat is `st`, differs from `live` (nullptr: nothing archived), as the
+// archiver decides it (archive::difference): a scan queues only what the archiver would
+// record. The content of a file is judged by size and mtime; a link's target is read.
 Difference compare(const std::string& path, const struct stat& st, const archive::Version* live);
 
 }  // namespace tw::monitor

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/fd.hpp"
+#include "common/noncopyable.hpp"
 
 namespace tw::monitor {
 
@@ -21,11 +22,8 @@ struct RawEvent {
   std::string name;  // raw bytes; empty for an event on the watched directory itself
 };
 
-class EventSource {
+class EventSource : NonCopyable {
  public:
-  EventSource() = default;
-  EventSource(const EventSource&) = delete;
-  EventSource& operator=(const EventSource&) = delete;
   virtual ~EventSource() = default;
 
   // A descriptor that polls readable when events wait.

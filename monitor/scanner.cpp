@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/escape.hpp"
+#include "common/time.hpp"
 
 namespace tw::monitor {
 namespace {
@@ -30,7 +31,7 @@ constexpr std::size_t kWholeScanStep = 256;
 
 void describe(Change& change, const struct stat& st) {
   change.size = static_cast<std::int64_t>(st.st_size);
-  change.mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
+  change.mtime = timespec_seconds(st.st_mtim);
 }
 
 ScanWalk::ScanWalk(const Filter& filter, ArchiveView& archive, ScanRequest request)

@@ -14,6 +14,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/escape.hpp"
+#include "common/paths.hpp"
+#include "common/time.hpp"
 
 namespace tw::monitor {
 namespace {
@@ -36,12 +38,6 @@ constexpr std::size_t kMovedHereMax = 4096;
 // times), and forgotten a minute after its last write.
 constexpr int kUnclosedMaxDoublings = 8;
 constexpr auto kUnclosedForget = std::chrono::seconds(60);
-
-std::string parent_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return path.substr(0, slash);
-}
 
 }  // namespace
 
@@ -142,7 +138,7 @@ void Watcher::catch_up() {
   }
   next_retry_ = Clock::now() + options_.rescan_unwatched;
   if (options_.rescan_interval.count() > 0) next_rescan_ = Clock::now() + options_.rescan_interval;
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  const double seconds = seconds_of(Clock::now() - started);
   spdlog::info(
       "catch-up: {} entries in {} source directories scanned in {:.2f} s; {} changes "
       "queued; watching {} directories",
@@ -447,12 +443,12 @@ void Watcher::resolve_moves(bool all) {
 }
 
 ScanStats Watcher::scan(const std::string& dir, const std::string& archived_as, bool find_deletes,
-                        const PendingSet* pending) {
+                        const PendingSet* pending, std::unordered_set<std::string>* watched) {
   std::vector<Change> found;
   const auto stats = scanner_.scan(
       {dir, archived_as, find_deletes, pending},
-      [this, &found](const std::string& d) {
-        watch(d);
+      [this, &found, watched](const std::string& d) {
+        if (watch(d) && watched != nullptr) watched->insert(d);
         if (found.size() >= kHandOver) {
           for (auto& c : found) emit(std::move(c));
           found.clear();
@@ -474,19 +470,7 @@ void Watcher::rescan_all(const char* why) {
   std::unordered_set<std::string> visited;
   for (const auto& root : filter_.roots()) {
     if (lost_roots_.count(root)) continue;
-    std::vector<Change> found;
-    scanner_.scan(
-        {root, root, true, pending ? &*pending : nullptr},
-        [this, &found, &visited](const std::string& d) {
-          if (watch(d)) visited.insert(d);
-          if (found.size() >= kHandOver) {
-            for (auto& c : found) emit(std::move(c));
-            found.clear();
-            flush();
-          }
-        },
-        found, &stopping_);
-    for (auto& c : found) emit(std::move(c));
+    scan(root, root, true, pending ? &*pending : nullptr, &visited);
   }
   // Watches of directories that are gone or were renamed while events were lost.
   for (auto it = path_wd_.begin(); it != path_wd_.end();) {
@@ -501,7 +485,7 @@ void Watcher::rescan_all(const char* why) {
     it = path_wd_.erase(it);
   }
   spdlog::info("rescan done in {:.2f} s; watching {} directories",
-               std::chrono::duration<double>(Clock::now() - started).count(), wd_path_.size());
+               seconds_of(Clock::now() - started), wd_path_.size());
 }
 
 // One slice of the periodic rescan (starting one when it is due): at most rescan_slice of
@@ -524,7 +508,7 @@ void Watcher::rescan_some() {
       if (pass_->next_root == roots.size()) {
         for (auto& c : found) emit(std::move(c));
         spdlog::info("periodic rescan done in {:.2f} s: {} entries, {} changes queued",
-                     std::chrono::duration<double>(Clock::now() - pass_->started).count(),
+                     seconds_of(Clock::now() - pass_->started),
                      pass_->totals.entries, pass_->totals.changes);
         pass_.reset();
         return;
@@ -576,7 +560,7 @@ void Watcher::retry_unwatched() {
   for (const auto& dir : unwatched_) {
     bool covered = false;
     for (std::string p = dir; p != "/" && !covered;) {
-      p = parent_of(p);
+      p = parent_path(p);
       covered = unwatched_.count(p) > 0;
     }
     if (!covered) tops.push_back(dir);

@@ -59,10 +59,12 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/fd.hpp"
 #include "common/filters.hpp"
+#include "common/noncopyable.hpp"
 #include "monitor/archive_view.hpp"
 #include "monitor/event_batcher.hpp"
 #include "monitor/event_source.hpp"
@@ -85,7 +87,7 @@ struct WatcherStats {
   bool failed = false;  // watching stopped on an unexpected error (logged)
 };
 
-class Watcher {
+class Watcher : NonCopyable {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -106,8 +108,6 @@ class Watcher {
   Watcher(Options options, std::unique_ptr<EventSource> source, const Filter& filter,
           ArchiveView& archive, EventBatcher& batcher, PendingLookup pending,
           std::function<void()> notify = {});
-  Watcher(const Watcher&) = delete;
-  Watcher& operator=(const Watcher&) = delete;
   ~Watcher();
 
   // Runs catch_up() and then the event loop on a new thread, until stop().
@@ -153,8 +153,11 @@ class Watcher {
   void on_moved_in(const std::string& path, bool is_dir);
   void on_moved_out(const std::string& path, bool is_dir);
   void resolve_moves(bool all);
+  // Scans `dir` against what is archived as `archived_as`, watching every directory it
+  // enters (and, when `watched` is given, adding there each one that is watched now), and
+  // hands what it finds to the batcher kHandOver changes at a time.
   ScanStats scan(const std::string& dir, const std::string& archived_as, bool find_deletes,
-                 const PendingSet* pending);
+                 const PendingSet* pending, std::unordered_set<std::string>* watched = nullptr);
   void rescan_all(const char* why);
   void rescan_some();
   void retry_unwatched();

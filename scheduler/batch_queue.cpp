@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/paths.hpp"
+
 namespace tw::scheduler {
 namespace {
 
@@ -13,11 +15,7 @@ std::vector<std::string> touched(const db::ClaimedItem& item) {
 
 // Equal, or one inside the other (escaping keeps '/' as it is).
 bool related(const std::string& a, const std::string& b) {
-  const auto inside = [](const std::string& outer, const std::string& inner) {
-    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-           (outer.back() == '/' || inner[outer.size()] == '/');
-  };
-  return a == b || inside(a, b) || inside(b, a);
+  return path_within(a, b) || path_within(b, a);
 }
 
 bool conflicts(const std::vector<std::string>& paths, const std::vector<std::string>& busy) {

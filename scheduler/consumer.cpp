@@ -7,20 +7,13 @@
 #include <spdlog/spdlog.h>
 
 #include "common/protocol.hpp"
+#include "common/time.hpp"
 
 namespace tw::scheduler {
 namespace {
 constexpr auto kFirstRestartDelay = std::chrono::milliseconds(100);
 constexpr auto kMaxRestartDelay = std::chrono::milliseconds(10000);
-// The archiver's answer to an UPDATE or STAT of a path that no longer exists starts with
-// this: not a failure, the DELETE that follows records what happened.
-constexpr std::string_view kVanished = "vanished:";
 }  // namespace
-
-double epoch_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Consumer::Consumer(int index, Options options, std::shared_ptr<Launcher> launcher,
                    BatchQueue& queue, Reporter& reporter, Notify notify)
@@ -167,10 +160,6 @@ void Consumer::process(const db::ClaimedItem& item) {
       complete(response->archive_bytes, response->cpu_us, {});
       return;
     case Outcome::FailedPermanent:
-      if (std::string_view(response->message).substr(0, kVanished.size()) == kVanished) {
-        complete(0, 0, response->message);
-        return;
-      }
       fail(true, response->message);
       return;
     case Outcome::FailedRetry:

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/noncopyable.hpp"
 #include "common/process.hpp"
 #include "db/queue.hpp"
 #include "scheduler/batch_queue.hpp"
@@ -38,7 +39,7 @@ class BusyGauge {
   std::atomic<int> high_water_{0};
 };
 
-class Consumer {
+class Consumer : NonCopyable {
  public:
   struct Options {
     LaunchSpec archiver;
@@ -52,8 +53,6 @@ class Consumer {
 
   Consumer(int index, Options options, std::shared_ptr<Launcher> launcher, BatchQueue& queue,
            Reporter& reporter, Notify notify);
-  Consumer(const Consumer&) = delete;
-  Consumer& operator=(const Consumer&) = delete;
   ~Consumer();
 
   void start();
@@ -91,8 +90,5 @@ class Consumer {
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };
-
-// Seconds since the epoch, for started_at/finished_at.
-double epoch_seconds();
 
 }  // namespace tw::scheduler

@@ -62,16 +62,52 @@ TEST(History, DetectsTruncationAndAlteration) {
   }
 }
 
-TEST(History, SameStateComparesContentAndMetadata) {
+TEST(History, DifferenceIsTheOneDefinitionOfUnchanged) {
   const History h = sample();
-  Version x = h.versions[0];
-  Version y = x;
-  y.number = 9;
-  y.op = Op::Stat;
-  EXPECT_TRUE(same_state(x, y));
-  y.mtime_ns += 1;
-  EXPECT_FALSE(same_state(x, y));
-  EXPECT_FALSE(same_state(h.versions[2], h.versions[2])) << "tombstones are never the same state";
+  const Version& file = h.versions[0];
+  Version now = file;
+  now.number = 9;
+  now.op = Op::Stat;
+  now.archived_at_ns = 12345;
+  now.dev = 7;  // a file put back in place is unchanged
+  now.ino = 8;
+  EXPECT_EQ(difference(&file, now), Difference::None);
+  now.sha256.clear();  // content not read: size and mtime stand for it
+  EXPECT_EQ(difference(&file, now), Difference::None);
+  EXPECT_EQ(difference(nullptr, now), Difference::Content);
+  EXPECT_EQ(difference(&h.versions[2], now), Difference::Content) << "a tombstone is not live";
+  EXPECT_EQ(difference(&h.versions[1], now), Difference::Content) << "a link became a file";
+
+  const auto changed = [&](auto change) {
+    Version v = file;
+    change(v);
+    return difference(&file, v);
+  };
+  EXPECT_EQ(changed([](Version& v) { v.mtime_ns += 1; }), Difference::Content);
+  EXPECT_EQ(changed([](Version& v) { v.size += 1; }), Difference::Content);
+  EXPECT_EQ(changed([](Version& v) { v.sha256 = std::string(64, 'b'); }), Difference::Content);
+  EXPECT_EQ(changed([](Version& v) { v.mode = 0100600; }), Difference::Metadata);
+  EXPECT_EQ(changed([](Version& v) { v.mode = 0104644; }), Difference::Metadata) << "set-uid";
+  EXPECT_EQ(changed([](Version& v) { v.uid = 0; }), Difference::Metadata);
+  EXPECT_EQ(changed([](Version& v) { v.gid = 0; }), Difference::Metadata);
+
+  const Version& link = h.versions[1];
+  Version other = link;
+  other.link_target = "tar\tgot";
+  EXPECT_EQ(difference(&link, other), Difference::Content);
+  other = link;
+  other.mtime_ns += 1;
+  EXPECT_EQ(difference(&link, other), Difference::Content);
+
+  Version dir;
+  dir.mode = 040755;
+  dir.mtime_ns = 5;
+  Version dir_now = dir;
+  dir_now.mtime_ns = 6;  // an entry came or went
+  EXPECT_EQ(difference(&dir, dir_now), Difference::Metadata);
+  dir_now = dir;
+  dir_now.size = 4096;  // a directory's size is not compared
+  EXPECT_EQ(difference(&dir, dir_now), Difference::None);
 }
 
 }  // namespace

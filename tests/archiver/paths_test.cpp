@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "archiver/paths.hpp"
+#include "common/paths.hpp"
 
 namespace tw::archive {
 namespace {
@@ -33,10 +34,15 @@ TEST(Paths, ParentBaseAndWithin) {
   EXPECT_EQ(parent_path("/"), "/");
   EXPECT_EQ(base_name("/a/b"), "b");
   EXPECT_EQ(base_name("/"), "");
-  EXPECT_TRUE(is_within("/a/b", "/a"));
-  EXPECT_TRUE(is_within("/a", "/a"));
-  EXPECT_FALSE(is_within("/ab", "/a"));
-  EXPECT_TRUE(is_within("/x", "/"));
+  EXPECT_EQ(parent_path("a/b/c"), "a/b");
+  EXPECT_EQ(parent_path("a"), ".");
+  EXPECT_EQ(parent_path("/a/b/"), "/a/b");
+  EXPECT_EQ(base_name("a"), "a");
+  EXPECT_EQ(base_name("/a/"), "");
+  EXPECT_TRUE(path_within("/a/b", "/a"));
+  EXPECT_TRUE(path_within("/a", "/a"));
+  EXPECT_FALSE(path_within("/ab", "/a"));
+  EXPECT_TRUE(path_within("/x", "/"));
   EXPECT_EQ(components_below("/a/b/c", "/a"), (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(components_below("/a/b", "/"), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(components_below("/a", "/a").empty());

@@ -4,14 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
+#include "archiver/fault.hpp"
 #include "archiver/store.hpp"
 #include "archiver/timefmt.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
@@ -20,6 +23,17 @@ using test::compare_files;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
+
+TEST(Faults, ASourceGoneMidRequestIsLookedAtAgainNotAnsweredByText) {
+  for (const int err : {ENOENT, ENOTDIR}) {
+    const Fault fault = errno_fault(err, Side::Source, "reading /src/f");
+    EXPECT_EQ(fault.outcome, Outcome::FailedRetry) << err;
+    EXPECT_TRUE(fault.changed) << "a new look records the tombstone and completes";
+    EXPECT_EQ(fault.message.find("vanished"), std::string::npos) << fault.message;
+  }
+  EXPECT_EQ(errno_fault(EACCES, Side::Source, "reading /src/f").outcome, Outcome::FailedPermanent);
+  EXPECT_FALSE(errno_fault(EIO, Side::Source, "reading /src/f").changed);
+}
 
 class StoreTest : public ::testing::Test {
  protected:

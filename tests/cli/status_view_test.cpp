@@ -25,12 +25,6 @@ TEST(StatusView, ProgressBar) {
   EXPECT_EQ(progress_bar(-1, 4), "[----]");
 }
 
-TEST(StatusView, PrintableEscapesControlBytesAndCuts) {
-  EXPECT_EQ(printable("a\x1b[31mb\n"), "a%1B[31mb%0A");
-  EXPECT_EQ(printable("été 100%"), "été 100%");
-  EXPECT_EQ(printable("abcdefgh", 3), "abc...");
-}
-
 TEST(StatusView, DrainEstimate) {
   db::QueueCounts c;
   EXPECT_EQ(drain_eta(c), 0.0);

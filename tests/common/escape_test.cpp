@@ -103,5 +103,14 @@ TEST(ShownText, EscapesControlsButLeavesPercentAndEscapesAlone) {
             "x%1B[2J%C2%9By%E2%80%AEz%FF");
 }
 
+TEST(ShownText, CutsLongTextBetweenCharactersAndEscapes) {
+  EXPECT_EQ(shown_text("a\x1b[31mb\n"), "a%1B[31mb%0A");
+  EXPECT_EQ(shown_text("été 100%"), "été 100%");
+  EXPECT_EQ(shown_text("abcdefgh", 3), "abc...");
+  EXPECT_EQ(shown_text("abcdefgh", 8), "abcdefgh");
+  EXPECT_EQ(shown_text("ab\x01cd", 3), "ab...") << "not inside %01";
+  EXPECT_EQ(shown_text("aé", 2), "a...") << "not inside a UTF-8 character";
+}
+
 }  // namespace
 }  // namespace tw

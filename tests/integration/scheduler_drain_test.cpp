@@ -116,7 +116,9 @@ TEST_F(SchedulerDrain, ArchiverFaultsCountAsFailedAttemptsAndNeverStopTheOthers)
     return false;
   }, 120s, 10ms));
   for (int i = 0; i < 5; ++i) EXPECT_EQ(status_of(ids[i]), "FAILED") << i;
-  EXPECT_EQ(status_of(ids[5]), "COMPLETED");  // vanished: nothing to archive, not a failure
+  // The response's outcome decides, never its message's text: a FAILED PERMANENT that
+  // reads "vanished: ..." is a failure like any other.
+  EXPECT_EQ(status_of(ids[5]), "FAILED");
   EXPECT_EQ(status_of(ids[6]), "COMPLETED");
   EXPECT_EQ(status_of(ids[7]), "COMPLETED");
   EXPECT_EQ(db_->scalar(fmt::format("SELECT attempts FROM timewarp.items WHERE id = {}", ids[0])), "2");

@@ -1,7 +1,8 @@
 // A fault-injecting archiver for scheduler tests. It speaks the real line protocol and
 // acts on words in the request's path: "crash" exits without answering, "hang" never
 // answers, "garbage" answers a malformed line, "retry" answers FAILED RETRY, "permanent"
-// FAILED PERMANENT, "vanished" the vanished answer; anything else COMPLETE. Every request it
+// FAILED PERMANENT, "vanished" FAILED PERMANENT with a message starting "vanished:" (an
+// outcome is never read from a message's text); anything else COMPLETE. Every request it
 // finishes is appended to --record FILE, so tests can count how often an item ran.
 // With --delay-ms N it spends N ms on each item; --bytes N reports N archive bytes added;
 // --record-config FILE appends, at start, the archive settings it was given.

@@ -1,0 +1,15 @@
+#include "common/text.hpp"
+
+namespace tw {
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> pieces;
+  while (true) {
+    const std::size_t at = text.find(separator);
+    pieces.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return pieces;
+    text.remove_prefix(at + 1);
+  }
+}
+
+}  // namespace tw
