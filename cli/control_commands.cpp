@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/archivers.hpp"
 #include "db/monitors.hpp"
 #include "db/status.hpp"
 
@@ -70,8 +71,10 @@ void add_control_commands(CLI::App& app, Config& config, std::function<int()>& r
   auto* archivers = app.add_subcommand(
       "archivers", "show the archiver pools of the running schedulers, or resize them to N");
   archivers->fallthrough();
-  archivers->add_option("N", options->archivers, "archivers per scheduler (1-256)")
-      ->transform(number_in(1, 256));
+  archivers
+      ->add_option("N", options->archivers,
+                   fmt::format("archivers per scheduler ({}-{})", kMinArchivers, kMaxArchivers))
+      ->transform(number_in(kMinArchivers, kMaxArchivers));
   archivers
       ->add_option("--wait", options->wait,
                    "seconds to wait for the schedulers to report N (0: do not wait)")

@@ -20,6 +20,7 @@
 #include "cli/status_view.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 #include "db/connection.hpp"
 #include "db/session.hpp"
 #include "db/housekeeping.hpp"
@@ -136,8 +137,7 @@ bool wait_for_interrupt(std::chrono::milliseconds timeout) {
   while (!interrupted) {
     const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
-    timespec ts{static_cast<time_t>(left.count() / 1000000000),
-                static_cast<long>(left.count() % 1000000000)};
+    timespec ts = ns_timespec(left.count());
     const int signal = ::sigtimedwait(&set, nullptr, &ts);
     if (signal > 0) interrupted = true;
     else if (errno != EINTR) break;
@@ -239,7 +239,7 @@ int run_status_watch(const Config& config, const StatusOptions& options) {
         body = fmt::format("TimeWarp status: {}: {}\nretrying every {}\n",
                            failure.kind == db::ErrorKind::Outage ? "database unreachable"
                                                                  : "database error",
-                           text, duration(std::chrono::duration<double>(interval).count()));
+                           text, duration(seconds_of(interval)));
       }
     }
     if (options.json) {
@@ -270,10 +270,10 @@ int run_history(const Config& config, const HistoryOptions& options) {
     return 0;
   }
   if (items.empty()) {
-    std::cout << fmt::format("no queue items for {} (never queued, or pruned)\n", printable(path));
+    std::cout << fmt::format("no queue items for {} (never queued, or pruned)\n", shown_text(path));
     return 0;
   }
-  std::cout << fmt::format("{}: {} queue item{}{}\n", printable(path), items.size(),
+  std::cout << fmt::format("{}: {} queue item{}{}\n", shown_text(path), items.size(),
                            items.size() == 1 ? "" : "s",
                            options.limit > 0 && static_cast<int>(items.size()) == options.limit
                                ? " (the newest; --limit 0 for all)"

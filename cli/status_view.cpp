@@ -179,9 +179,9 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
                                report.database_errors.size() == 1 ? "process" : "processes")));
     for (const auto& e : report.database_errors) {
       out += fmt::format("  {} #{} on {}  pid {}  {} since it started, failing for {}\n",
-                         e.process, e.id, printable(e.host), e.pid, plural(e.errors, "error"),
+                         e.process, e.id, shown_text(e.host), e.pid, plural(e.errors, "error"),
                          duration(e.failing_for));
-      out += fmt::format("      {}\n", paint.red(printable(e.error, 300)));
+      out += fmt::format("      {}\n", paint.red(shown_text(e.error, 300)));
     }
   }
   out += "\n";

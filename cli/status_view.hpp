@@ -42,11 +42,6 @@ std::optional<double> drain_eta(const db::QueueCounts& counts);
 std::string duration(double seconds);
 // "[#########-----------]" for a fraction 0..1, `width` characters between the brackets.
 std::string progress_bar(double fraction, int width);
-// The former name of shown_text (common/escape.hpp), left only until status_commands.cpp
-// calls shown_text itself; then this goes.
-inline std::string printable(std::string_view text, std::size_t limit = 0) {
-  return shown_text(text, limit);
-}
 
 std::string status_text(const db::StatusReport& report, const ViewOptions& options,
                         const WatchProgress* watch = nullptr);

@@ -1,5 +1,7 @@
 #include "common/config.hpp"
 
+#include "common/archivers.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -33,7 +35,6 @@ std::string flag_names(const ConfigKey& key) {
   return names;
 }
 
-constexpr std::string_view kStrategies[] = {"fifo", "lifo", "priority", "fair"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn",
                                            "error", "critical", "off"};
 
@@ -53,7 +54,7 @@ constexpr double kDay = 86400.0;
 constexpr ConfigKey kConfigKeys[] = {
     {.name = "backup_root", .value = TextKey{&Config::backup_root}, .description = "archive root directory", .env = "BACKUP_ROOT", .audience = Audience::Archiver, .more = "required by the monitor, the scheduler and the archiver"},
     {.name = "source_dirs", .value = ListKey{&Config::source_dirs}, .description = "source directories to watch", .env = "SOURCE_DIRS", .extra_flag = "--source"},
-    {.name = "archivers", .value = number(&Config::archivers, 1, 256), .description = "archiver processes", .env = "MAX_ARCHIVERS"},
+    {.name = "archivers", .value = number(&Config::archivers, kMinArchivers, kMaxArchivers), .description = "archiver processes", .env = "MAX_ARCHIVERS"},
     {.name = "batch_size", .value = number(&Config::batch_size, 1, 100000), .description = "items claimed per batch", .env = "SCHEDULER_BATCHSIZE"},
     {.name = "strategy", .value = ChoiceKey{&Config::strategy, kStrategies}, .description = "claim order", .env = "SCHEDULER_STRATEGY"},
     {.name = "coalesce", .value = SwitchKey{&Config::coalesce}, .description = "archive several pending changes to one path once"},

@@ -164,6 +164,9 @@ CLI::Validator number_in(T lowest = std::numeric_limits<T>::lowest(),
   }
 }
 
+// The claim orders of the `strategy` key, in the order of db::Strategy.
+inline constexpr std::string_view kStrategies[] = {"fifo", "lifo", "priority", "fair"};
+
 // The environment variable that carries `database` to children.
 inline constexpr const char* kDatabaseEnv = "TIMEWARP_DATABASE";
 

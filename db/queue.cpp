@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/config.hpp"
 #include "db/status.hpp"
 
 namespace tw::db {
@@ -63,21 +64,14 @@ std::string candidates_sql(Strategy strategy) {
 }  // namespace
 
 std::optional<Strategy> parse_strategy(std::string_view text) {
-  if (text == "fifo") return Strategy::Fifo;
-  if (text == "lifo") return Strategy::Lifo;
-  if (text == "priority") return Strategy::Priority;
-  if (text == "fair") return Strategy::Fair;
+  for (std::size_t i = 0; i < std::size(kStrategies); ++i) {
+    if (kStrategies[i] == text) return static_cast<Strategy>(i);
+  }
   return std::nullopt;
 }
 
 std::string_view to_string(Strategy strategy) {
-  switch (strategy) {
-    case Strategy::Fifo: return "fifo";
-    case Strategy::Lifo: return "lifo";
-    case Strategy::Priority: return "priority";
-    case Strategy::Fair: return "fair";
-  }
-  return "fifo";
+  return kStrategies[static_cast<std::size_t>(strategy)];
 }
 
 std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {

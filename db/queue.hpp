@@ -18,6 +18,7 @@
 
 namespace tw::db {
 
+// The claim orders; their names are kStrategies (common/config.hpp), in this order.
 enum class Strategy { Fifo, Lifo, Priority, Fair };
 std::optional<Strategy> parse_strategy(std::string_view text);
 std::string_view to_string(Strategy strategy);

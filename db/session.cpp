@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/time.hpp"
+
 namespace tw::db {
 
 ErrorKind classify(const DbError& error) {
@@ -133,8 +135,7 @@ void Session::failed(std::string_view operation, const DbError& error) {
   const auto* sql = dynamic_cast<const SqlError*>(&error);
   ++health_.statement_errors;
   if (health_.failing.empty()) {
-    health_.failing_since =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    health_.failing_since = epoch_seconds();
   }
   health_.failing = fmt::format("{}: {} [SQLSTATE {}]", operation, error.what(),
                                 sql ? sql->sqlstate() : std::string("?"));

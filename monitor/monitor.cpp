@@ -17,8 +17,11 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/archivers.hpp"
 #include "common/escape.hpp"
+#include "common/host.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
 #include "db/monitors.hpp"
 #include "db/queue.hpp"
 
@@ -43,20 +46,6 @@ sigset_t handled_signals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   return set;
-}
-
-std::chrono::milliseconds seconds_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
-}
-
-double epoch_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string hostname() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
 }
 
 // The keys of the configuration whose values differ between `a` and `b`, but `skip`.
@@ -293,15 +282,13 @@ void Monitor::read_control(db::Connection& conn) {
   const auto setting = db::read_control(conn, "archivers");
   if (!setting || (control_applied_at_ && setting->set_at <= *control_applied_at_)) return;
   control_applied_at_ = setting->set_at;
-  const std::string_view text = setting->value;
-  int n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc{} || end != text.data() + text.size() || n < 1 || n > 256) {
-    spdlog::warn("ignoring timewarp.control archivers = '{}': a number from 1 to 256 is allowed",
-                 text);
+  const auto n = parse_archivers(setting->value);
+  if (!n) {
+    spdlog::warn("ignoring timewarp.control archivers = '{}': a number from {} to {} is allowed",
+                 shown_text(setting->value, 80), kMinArchivers, kMaxArchivers);
     return;
   }
-  control_archivers_ = n;
+  control_archivers_ = *n;
 }
 
 void Monitor::apply_control() {
@@ -348,7 +335,7 @@ void Monitor::reload() {
     batcher_.set_delay(seconds_ms(config_.event_delay));
     spdlog::info("SIGHUP: event delay {} s", config_.event_delay);
   }
-  control_applied_at_ = epoch_now();
+  control_applied_at_ = epoch_seconds();
   set_archivers(fresh->archivers, "SIGHUP");
 }
 

@@ -17,21 +17,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/archivers.hpp"
+#include "common/escape.hpp"
+#include "common/host.hpp"
+#include "common/time.hpp"
+
 namespace tw::scheduler {
 namespace {
 
-constexpr std::size_t kMaxSignalLine = 4096;
 constexpr auto kMaxDbBackoff = std::chrono::milliseconds(5000);
-
-std::string hostname() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
-}
-
-std::chrono::milliseconds seconds_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
-}
 
 // What an archiver inherits of the scheduler's environment. It never connects to the
 // database and takes its whole configuration as arguments (Scheduler::resize), so it gets
@@ -186,33 +180,30 @@ void Scheduler::read_signals() {
     signals_.push_back({Signal::Stop});
     return;
   }
-  input_.append(chunk, static_cast<std::size_t>(n));
-  std::size_t newline;
-  while ((newline = input_.find('\n')) != std::string::npos) {
-    std::string line = input_.substr(0, newline);
-    input_.erase(0, newline + 1);
+  signal_lines_.append(std::string_view(chunk, static_cast<std::size_t>(n)));
+  std::string line;
+  while (true) {
+    const auto status = signal_lines_.next(line);
+    if (status == LineBuffer::Status::NeedMore) break;
+    if (status == LineBuffer::Status::Overlong) {
+      spdlog::warn("ignoring an over-long signal line (more than {} bytes)", kMaxSignalLine);
+      continue;
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line == "READY") {
       signals_.push_back({Signal::Ready});
     } else if (line == "STOP") {
       signals_.push_back({Signal::Stop});
     } else if (line.rfind("ARCHIVERS ", 0) == 0) {
-      int n_archivers = 0;
-      const char* first = line.data() + 10;
-      const char* last = line.data() + line.size();
-      const auto [end, ec] = std::from_chars(first, last, n_archivers);
-      if (ec != std::errc{} || end != last || n_archivers < 1 || n_archivers > 256) {
-        spdlog::warn("ignoring signal '{}': ARCHIVERS takes a number from 1 to 256", line);
+      if (const auto archivers = parse_archivers(std::string_view(line).substr(10))) {
+        signals_.push_back({Signal::Archivers, *archivers});
       } else {
-        signals_.push_back({Signal::Archivers, n_archivers});
+        spdlog::warn("ignoring signal '{}': ARCHIVERS takes a number from {} to {}",
+                     shown_text(line, 80), kMinArchivers, kMaxArchivers);
       }
     } else {
-      spdlog::warn("ignoring unknown signal line '{}'", line.substr(0, 80));
+      spdlog::warn("ignoring unknown signal line '{}'", shown_text(line, 80));
     }
-  }
-  if (input_.size() > kMaxSignalLine) {
-    spdlog::warn("ignoring an over-long signal line ({} bytes)", input_.size());
-    input_.clear();
   }
 }
 

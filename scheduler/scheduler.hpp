@@ -17,6 +17,7 @@
 
 #include "common/config.hpp"
 #include "common/fd.hpp"
+#include "common/line_buffer.hpp"
 #include "common/process.hpp"
 #include "db/queue.hpp"
 #include "db/session.hpp"
@@ -28,6 +29,9 @@ namespace tw::scheduler {
 
 class Scheduler {
  public:
+  // The longest signal line read; a longer one is ignored whole, with a warning.
+  static constexpr std::size_t kMaxSignalLine = 4096;
+
   Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -79,7 +83,7 @@ class Scheduler {
   // Main thread only.
   db::Session session_;
   std::int64_t scheduler_id_ = 0;
-  std::string input_;
+  LineBuffer signal_lines_{kMaxSignalLine};
   std::deque<SignalLine> signals_;
   bool input_closed_ = false;
   bool stop_requested_ = false;

@@ -108,7 +108,7 @@ TEST(ShownText, CutsLongTextBetweenCharactersAndEscapes) {
   EXPECT_EQ(shown_text("été 100%"), "été 100%");
   EXPECT_EQ(shown_text("abcdefgh", 3), "abc...");
   EXPECT_EQ(shown_text("abcdefgh", 8), "abcdefgh");
-  EXPECT_EQ(shown_text("ab\x01cd", 3), "ab...") << "not inside %01";
+  EXPECT_EQ(shown_text("ab\x01" "cd", 3), "ab...") << "not inside %01";
   EXPECT_EQ(shown_text("aé", 2), "a...") << "not inside a UTF-8 character";
 }
 

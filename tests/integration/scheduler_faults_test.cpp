@@ -158,5 +158,25 @@ TEST(SchedulerFaults, BacklogGrowingPastTheThresholdIsWarnedAbout) {
   EXPECT_EQ(scheduler->wait_exit(30s), 0);
 }
 
+// A signal line longer than the scheduler reads is ignored whole: its tail, even one that
+// reads like a command, is not taken as a line of its own.
+TEST(SchedulerFaults, TheTailOfAnOverlongSignalLineIsNotObeyed) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::SchedulerFixture f(db);
+  const std::string log = (f.dir() / "scheduler.log").string();
+  auto scheduler = f.start({"--archivers=1", "--log-file=" + log});
+  // Two pipe pages of X, then "STOP": the scheduler reads the line in pieces.
+  ASSERT_TRUE(scheduler->write_line(std::string(8192, 'X') + "STOP"));
+  ASSERT_TRUE(test::wait_until(
+      [&] { return test::read_file(log).find("over-long signal line") != std::string::npos; }, 30s))
+      << test::read_file(log);
+  f.fill(5);
+  ASSERT_TRUE(test::drain_once(*scheduler, 60s)) << test::read_file(log);
+  EXPECT_EQ(f.count("status = 'COMPLETED'"), 5);
+  ASSERT_TRUE(scheduler->write_line("STOP"));
+  EXPECT_EQ(scheduler->wait_exit(30s), 0);
+}
+
 }  // namespace
 }  // namespace tw
