@@ -326,22 +326,21 @@ int main(int argc, char** argv) {
     bool random_content = false;
     long count = 100000, window = 1000;
     std::string archiver = tw::sibling_executable("timewarp-archiver");
-    auto* small = app.add_subcommand("small", "files of 1-8 KiB of random bytes in 100 folders");
-    small->add_option("DIR", dir)->required();
+    // A subcommand that writes seeded content to its one positional path.
+    const auto seeded = [&](const char* name, const char* about, const char* path) {
+      auto* command = app.add_subcommand(name, about);
+      command->add_option(path, dir)->required();
+      command->add_option("--seed", seed);
+      return command;
+    };
+    auto* small = seeded("small", "files of 1-8 KiB of random bytes in 100 folders", "DIR");
     small->add_option("--files", files)->check(CLI::Range(1, 10000000));
-    small->add_option("--seed", seed);
-    auto* big = app.add_subcommand("big", "text-like content in 8 files");
-    big->add_option("DIR", dir)->required();
+    auto* big = seeded("big", "text-like content in 8 files", "DIR");
     big->add_option("--mib", mib)->check(CLI::Range(8, 1 << 20));
-    big->add_option("--seed", seed);
-    auto* chg = app.add_subcommand("change", "append, delete, create, rename one folder");
-    chg->add_option("DIR", dir)->required();
-    chg->add_option("--seed", seed);
+    auto* chg = seeded("change", "append, delete, create, rename one folder", "DIR");
     chg->add_flag("--random", random_content, "random bytes instead of text-like");
-    auto* append = app.add_subcommand("append", "append text-like content to FILE");
-    append->add_option("FILE", dir)->required();
+    auto* append = seeded("append", "append text-like content to FILE", "FILE");
     append->add_option("--mib", mib)->check(CLI::Range(1, 1 << 20));
-    append->add_option("--seed", seed);
     auto* cmp = app.add_subcommand("compare", "A and B hold the same tree");
     cmp->add_option("A", dir)->required();
     cmp->add_option("B", other)->required();
