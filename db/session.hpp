@@ -76,6 +76,15 @@ class Session {
     std::function<void(Connection&)> on_connect;
     // Failures are logged (a tool that shows them itself reads last_failure() instead).
     bool log_failures = true;
+
+    // The options of a process's session: these, and the defaults above for the rest.
+    static Options of(std::string conninfo, std::string who, std::chrono::milliseconds max_delay) {
+      Options options;
+      options.conninfo = std::move(conninfo);
+      options.who = std::move(who);
+      options.max_delay = max_delay;
+      return options;
+    }
   };
 
   // The last failure, cleared by the next success.

@@ -63,13 +63,8 @@ std::vector<std::string> changed_keys(const Config& a, const Config& b,
 }  // namespace
 
 PendingLookup make_pending_lookup(std::string conninfo) {
-  auto session = std::make_shared<db::Session>(db::Session::Options{
-      .conninfo = std::move(conninfo),
-      .who = "queue look-up",
-      .first_delay = std::chrono::milliseconds(100),
-      .max_delay = kMaxDbBackoff,
-      .on_connect = nullptr,
-                .log_failures = true});
+  auto session = std::make_shared<db::Session>(
+      db::Session::Options::of(std::move(conninfo), "queue look-up", kMaxDbBackoff));
   return [session](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
     std::vector<std::string> escaped;
     for (const auto& root : roots) escaped.push_back(escape_bytes(root));
@@ -105,12 +100,11 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
       signal_fd_(),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       archive_(config_.backup_root),
-      session_({.conninfo = config_.database,
-                .who = "monitor",
-                .first_delay = kFirstDbDelay,
-                .max_delay = kMaxDbBackoff,
-                .on_connect = [this](db::Connection& conn) { on_connect(conn); },
-                .log_failures = true}),
+      session_([this] {
+        auto options = db::Session::Options::of(config_.database, "monitor", kMaxDbBackoff);
+        options.on_connect = [this](db::Connection& conn) { on_connect(conn); };
+        return options;
+      }()),
       batcher_({seconds_ms(config_.event_delay), kInsertChunk}, [this] {
         const std::uint64_t one = 1;
         [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);

@@ -16,12 +16,7 @@ constexpr std::string_view kWriting = "writing results";
 Reporter::Reporter(Options options, StatsSource stats)
     : options_(std::move(options)),
       stats_(std::move(stats)),
-      session_({.conninfo = options_.conninfo,
-                .who = "reporter",
-                .first_delay = std::chrono::milliseconds(100),
-                .max_delay = kMaxBackoff,
-                .on_connect = nullptr,
-                .log_failures = true}) {}
+      session_(db::Session::Options::of(options_.conninfo, "reporter", kMaxBackoff)) {}
 
 Reporter::~Reporter() {
   if (thread_.joinable()) stop(std::chrono::seconds(5));

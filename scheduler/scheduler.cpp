@@ -67,12 +67,7 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
       strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)),
-      session_({.conninfo = config_.database,
-                .who = "scheduler",
-                .first_delay = std::chrono::milliseconds(100),
-                .max_delay = kMaxDbBackoff,
-                .on_connect = nullptr,
-                .log_failures = true}),
+      session_(db::Session::Options::of(config_.database, "scheduler", kMaxDbBackoff)),
       batch_queue_(static_cast<std::size_t>(config_.batch_size), [this] { wake(); }) {
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   sigset_t term;
