@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cli/cli_test_util.hpp"
@@ -97,8 +98,15 @@ TEST(ExampleConfig, ParsesAsShippedAndWithEveryKeyOn) {
   std::string line, all_on;
   const std::regex key_line(R"(^# ([a-z_]+ = .*)$)");
   std::smatch m;
-  while (std::getline(in, line))
-    all_on += (std::regex_match(line, m, key_line) ? std::string(m[1]) : line) + "\n";
+  const std::regex log_file_line(R"(^log_file = .*$)");
+  while (std::getline(in, line)) {
+    std::string on = std::regex_match(line, m, key_line) ? std::string(m[1]) : line;
+    // The service's log folder exists only where the package is installed: log into the
+    // test's own folder instead (a file that cannot be opened stops every program).
+    if (std::regex_match(on, log_file_line))
+      on = fmt::format("log_file = \"{}\"", (dir / "timewarp.log").string());
+    all_on += on + "\n";
+  }
   test::write_file(dir / "all.toml", all_on);
   ASSERT_EQ(test::run_cli(db, {"--config", (dir / "all.toml").string(), "status", "--json"}, &out),
             0)
