@@ -1,0 +1,118 @@
+// FastCDC with normalized chunking (archiver/chunker.hpp).
+#include "archiver/chunker.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "archiver/disk.hpp"
+
+namespace tw::archive {
+namespace {
+
+// The gear hash forgets a byte 64 bytes after it: fp = (fp << 1) + gear[byte].
+constexpr std::size_t kWindow = 64;
+
+// splitmix64 from a fixed seed: the table is part of the format, so it is
+// computed the same way by every build (and checked by a test against known
+// words).
+constexpr std::array<std::uint64_t, 256> make_gear() {
+  std::array<std::uint64_t, 256> table{};
+  std::uint64_t state = 0x54494d4557415250ULL;  // "TIMEWARP"
+  for (auto& word : table) {
+    state += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    word = z ^ (z >> 31);
+  }
+  return table;
+}
+
+constexpr std::array<std::uint64_t, 256> kGear = make_gear();
+
+// A mask of `bits` ones in the highest positions: bit k of the gear hash
+// depends on the last k + 1 bytes only, so the high bits see (nearly) the whole
+// 64-byte window.
+constexpr std::uint64_t top_bits(int bits) { return bits <= 0 ? 0 : ~0ULL << (64 - bits); }
+
+}  // namespace
+
+bool ChunkSizes::valid() const {
+  return min >= kWindow && min < avg && avg < max && std::has_single_bit(avg) && avg >= 64 &&
+         avg <= (std::size_t{1} << 30);
+}
+
+const std::uint64_t* Chunker::gear() { return kGear.data(); }
+
+Chunker::Chunker(ChunkSizes sizes) : sizes_(sizes) {
+  if (!sizes_.valid()) {
+    throw std::invalid_argument(
+        fmt::format("chunk sizes {}/{}/{}: need 64 <= min < avg < max "
+                    "with avg a power of two",
+                    sizes_.min, sizes_.avg, sizes_.max));
+  }
+  const int bits = std::countr_zero(sizes_.avg);
+  // Normalization level 2 (FastCDC): two bits harder before the normal size,
+  // two easier after it, which narrows the spread of chunk sizes around avg.
+  mask_small_ = top_bits(bits + 2);
+  mask_large_ = top_bits(bits - 2);
+}
+
+std::size_t Chunker::cut(std::span<const std::uint8_t> data) const {
+  const std::size_t n = data.size();
+  if (n <= sizes_.min) return n;
+  const std::size_t limit = std::min(n, sizes_.max);
+  const std::size_t normal = std::min(sizes_.avg, limit);
+  const std::uint8_t* d = data.data();
+  std::uint64_t fp = 0;
+  std::size_t i = sizes_.min - kWindow;  // warm the window up: the first cut tested at min
+  for (; i < sizes_.min; ++i) fp = (fp << 1) + kGear[d[i]];
+  for (; i < normal; ++i) {
+    fp = (fp << 1) + kGear[d[i]];
+    if ((fp & mask_small_) == 0) return i + 1;
+  }
+  for (; i < limit; ++i) {
+    fp = (fp << 1) + kGear[d[i]];
+    if ((fp & mask_large_) == 0) return i + 1;
+  }
+  return limit;
+}
+
+ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown)
+    : chunker_(chunker), fd_(fd), shown_(std::move(shown)), buffer_(2 * chunker.sizes().max) {}
+
+Done ChunkReader::fill() {
+  const std::size_t want = chunker_.sizes().max;
+  if (eof_ || end_ - begin_ >= want) return Ok{};
+  if (begin_ + want > buffer_.size()) {  // room for a whole max-sized view: move the rest down
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  while (end_ - begin_ < want) {
+    const long got = read_some(fd_, buffer_.data() + end_, buffer_.size() - end_);
+    if (got < 0) return errno_fault(static_cast<int>(-got), Side::Source, "reading " + shown_);
+    if (got == 0) {
+      eof_ = true;
+      break;
+    }
+    end_ += static_cast<std::size_t>(got);
+  }
+  return Ok{};
+}
+
+Expected<std::span<const std::uint8_t>> ChunkReader::next() {
+  if (auto filled = fill(); !filled) return filled.fault();
+  const std::span<const std::uint8_t> view(buffer_.data() + begin_, end_ - begin_);
+  const std::size_t length = chunker_.cut(view);
+  begin_ += length;
+  offset_ += length;
+  return view.first(length);
+}
+
+}  // namespace tw::archive

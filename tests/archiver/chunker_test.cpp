@@ -1,0 +1,154 @@
+// Content-defined chunking (archiver/chunker.hpp): chunks cover the input
+// exactly, stay within their bounds, and an edit moves only the cuts near it.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "archive_test_util.hpp"
+#include "archiver/chunker.hpp"
+#include "archiver/sha256.hpp"
+#include "common/fd.hpp"
+
+namespace tw::archive {
+namespace {
+
+// Small sizes so that a few MiB hold hundreds of chunks.
+constexpr ChunkSizes kSmall{.min = 2 << 10, .avg = 8 << 10, .max = 32 << 10};
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint8_t> out(n);
+  for (auto& b : out) b = static_cast<std::uint8_t>(rng());
+  return out;
+}
+
+// The chunk lengths of `data`, cut as a caller with all of it in memory would.
+std::vector<std::size_t> cuts(const Chunker& chunker, const std::vector<std::uint8_t>& data) {
+  std::vector<std::size_t> out;
+  std::size_t at = 0;
+  while (at < data.size()) {
+    const std::size_t n =
+        chunker.cut(std::span(data).subspan(at, std::min(chunker.sizes().max, data.size() - at)));
+    out.push_back(n);
+    at += n;
+  }
+  return out;
+}
+
+std::set<std::string> chunk_ids(const Chunker& chunker, const std::vector<std::uint8_t>& data) {
+  std::set<std::string> ids;
+  std::size_t at = 0;
+  for (const std::size_t n : cuts(chunker, data)) {
+    ids.insert(sha256_hex(std::string_view(reinterpret_cast<const char*>(data.data() + at), n)));
+    at += n;
+  }
+  return ids;
+}
+
+std::size_t new_chunks(const std::set<std::string>& before, const std::set<std::string>& after) {
+  std::size_t n = 0;
+  for (const auto& id : after) n += before.count(id) == 0 ? 1 : 0;
+  return n;
+}
+
+TEST(Chunker, TheGearTableIsFixed) {
+  // Part of the format: a change moves every cut of every file archived before
+  // it. The words are splitmix64 from the seed "TIMEWARP", computed here
+  // independently too.
+  EXPECT_EQ(Chunker::gear()[0], 0x93287307f4078278ULL);
+  EXPECT_EQ(Chunker::gear()[255], 0xff0e2a40575262adULL);
+}
+
+TEST(Chunker, ChunksCoverTheInputWithinTheirBounds) {
+  const Chunker chunker(kSmall);
+  const auto data = random_bytes(4 << 20, 1);
+  const auto lengths = cuts(chunker, data);
+  EXPECT_EQ(std::accumulate(lengths.begin(), lengths.end(), std::size_t{0}), data.size());
+  for (std::size_t i = 0; i + 1 < lengths.size(); ++i) {
+    EXPECT_GE(lengths[i], kSmall.min) << i;
+    EXPECT_LE(lengths[i], kSmall.max) << i;
+  }
+  // Normalized chunking keeps the mean near avg on random content.
+  const double mean = static_cast<double>(data.size()) / static_cast<double>(lengths.size());
+  EXPECT_GT(mean, 0.75 * kSmall.avg);
+  EXPECT_LT(mean, 1.5 * kSmall.avg);
+}
+
+TEST(Chunker, ShortInputIsOneChunkAndZerosAreCutAtMax) {
+  const Chunker chunker(kSmall);
+  EXPECT_EQ(cuts(chunker, std::vector<std::uint8_t>(100, 7)), std::vector<std::size_t>{100});
+  EXPECT_TRUE(cuts(chunker, {}).empty());
+  // A run of one byte value never matches the mask: max-sized chunks, all
+  // alike.
+  const auto zeros = cuts(chunker, std::vector<std::uint8_t>(kSmall.max * 3 + 5, 0));
+  ASSERT_EQ(zeros.size(), 4u);
+  EXPECT_EQ(zeros[0], kSmall.max);
+  EXPECT_EQ(zeros[3], 5u);
+}
+
+TEST(Chunker, AnInsertionInTheMiddleChangesOnlyTheChunksAroundIt) {
+  const Chunker chunker(kSmall);
+  auto data = random_bytes(8 << 20, 2);
+  const auto before = chunk_ids(chunker, data);
+  const auto extra = random_bytes(100, 3);
+  data.insert(data.begin() + (4 << 20), extra.begin(), extra.end());
+  const auto after = chunk_ids(chunker, data);
+  EXPECT_GT(before.size(), 500u);
+  EXPECT_LE(new_chunks(before, after), 3u);
+}
+
+TEST(Chunker, AnAppendChangesOnlyTheLastChunks) {
+  const Chunker chunker(kSmall);
+  auto data = random_bytes(8 << 20, 4);
+  const auto before = chunk_ids(chunker, data);
+  const auto extra = random_bytes(64 << 10, 5);
+  data.insert(data.end(), extra.begin(), extra.end());
+  const auto after = chunk_ids(chunker, data);
+  // The old last chunk and the appended bytes: at most 64 KiB / min + 2 new
+  // chunks.
+  EXPECT_LE(new_chunks(before, after), (64 << 10) / kSmall.min + 2);
+  std::size_t kept = 0;
+  for (const auto& id : before) kept += after.count(id);
+  EXPECT_GE(kept, before.size() - 1);
+}
+
+TEST(Chunker, TheReaderCutsAFileAsTheWholeBufferIsCut) {
+  const Chunker chunker(kSmall);
+  const auto data = random_bytes((3 << 20) + 12345, 6);
+  test::TempDir dir;
+  const std::string file = dir / "f";
+  test::write_file(file, std::string(data.begin(), data.end()));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  ChunkReader reader(chunker, fd.get(), "f");
+  std::vector<std::size_t> lengths;
+  std::string joined;
+  for (;;) {
+    auto chunk = reader.next();
+    ASSERT_TRUE(chunk) << chunk.fault().message;
+    if (chunk->empty()) break;
+    lengths.push_back(chunk->size());
+    joined.append(reinterpret_cast<const char*>(chunk->data()), chunk->size());
+  }
+  EXPECT_EQ(lengths, cuts(chunker, data));
+  EXPECT_EQ(joined, std::string(data.begin(), data.end()));
+  EXPECT_EQ(reader.offset(), data.size());
+}
+
+TEST(Chunker, SizesThatCannotWorkAreRefused) {
+  EXPECT_FALSE((ChunkSizes{.min = 32, .avg = 1024, .max = 4096}).valid());
+  EXPECT_FALSE((ChunkSizes{.min = 1024, .avg = 1000, .max = 4096}).valid());
+  EXPECT_FALSE((ChunkSizes{.min = 1024, .avg = 4096, .max = 4096}).valid());
+  EXPECT_TRUE(ChunkSizes{}.valid());
+  EXPECT_THROW(Chunker(ChunkSizes{.min = 4096, .avg = 1024, .max = 8192}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tw::archive
