@@ -32,12 +32,6 @@ std::uint64_t get_u64(const char* in) {
   return value;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 // Reads exactly `size` bytes at `offset`; the count read when the file ends
 // first, or -errno.
 long pread_full(int fd, char* out, std::size_t size, std::uint64_t offset) {
@@ -67,10 +61,8 @@ std::string encode_blob_header(const BlobHeader& header) {
   put_u64(out.data() + 8, header.raw);
   put_u64(out.data() + 16, header.stored);
   // bytes 24..31 reserved (zero)
-  for (std::size_t i = 0; i < 32 && 2 * i + 1 < header.id.size(); ++i) {
-    out[32 + i] =
-        static_cast<char>(hex_value(header.id[2 * i]) * 16 + hex_value(header.id[2 * i + 1]));
-  }
+  const std::string id = digest_bytes(header.id);
+  std::memcpy(out.data() + 32, id.data(), id.size());
   return out;
 }
 
@@ -86,13 +78,7 @@ std::optional<BlobHeader> decode_blob_header(std::span<const char> bytes, std::u
   header.offset = offset;
   header.raw = get_u64(bytes.data() + 8);
   header.stored = get_u64(bytes.data() + 16);
-  static constexpr char kHex[] = "0123456789abcdef";
-  header.id.reserve(64);
-  for (std::size_t i = 32; i < 64; ++i) {
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    header.id += kHex[b >> 4];
-    header.id += kHex[b & 15];
-  }
+  header.id = digest_hex(std::string_view(bytes.data() + 32, 32));
   return header;
 }
 

@@ -24,14 +24,7 @@ std::string Sha256::hex_digest() {
   unsigned int length = 0;
   EVP_DigestFinal_ex(ctx_, digest, &length);
   EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    hex.push_back(kHex[digest[i] >> 4]);
-    hex.push_back(kHex[digest[i] & 0x0F]);
-  }
-  return hex;
+  return digest_hex(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 Sha256Thread::Sha256Thread() : thread_([this] { run(); }) {}
@@ -106,6 +99,28 @@ bool is_sha256_hex(std::string_view text) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+}
+
+std::string digest_hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * bytes.size());
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    hex.push_back(kHex[b >> 4]);
+    hex.push_back(kHex[b & 0x0F]);
+  }
+  return hex;
+}
+
+std::string digest_bytes(std::string_view hex) {
+  if (!is_sha256_hex(hex)) return {};
+  const auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string bytes(32, '\0');
+  for (std::size_t i = 0; i < 32; ++i) {
+    bytes[i] = static_cast<char>(value(hex[2 * i]) * 16 + value(hex[2 * i + 1]));
+  }
+  return bytes;
 }
 
 }  // namespace tw::archive

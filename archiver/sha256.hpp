@@ -62,7 +62,7 @@ class Sha256Thread {
   std::uint64_t waited_for_ = 0;  // guarded by mutex_; the ticket the owner waits for
   bool idle_ = false;             // guarded by mutex_; the hashing thread waits for work
   bool stop_ = false;             // guarded by mutex_
-  Sha256 sha_;  // the hashing thread's until every buffer is hashed
+  Sha256 sha_;                    // the hashing thread's until every buffer is hashed
   std::thread thread_;
 };
 
@@ -70,5 +70,10 @@ std::string sha256_hex(std::string_view data);
 
 // True when `text` is 64 lower-case hex digits, the form of every digest in the archive.
 bool is_sha256_hex(std::string_view text);
+
+// The lower-case hex form of raw digest bytes, and back: the 32 bytes of a digest in hex
+// form (empty when `hex` is not one).
+std::string digest_hex(std::string_view bytes);
+std::string digest_bytes(std::string_view hex);
 
 }  // namespace tw::archive

@@ -46,7 +46,7 @@ if(TW_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1, libpq5, libzstd1, libssl3, libfmt9, libspdlog1.10-fmt9")
+      "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1, libpq5, libzstd1, libsqlite3-0, libssl3, libfmt9, libspdlog1.10-fmt9")
 endif()
 # The database may live on another host; a local one is the common case.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "postgresql")

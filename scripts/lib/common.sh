@@ -24,7 +24,7 @@ export TW_REPO_ROOT
 TW_DEB_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     libboost-dev libboost-filesystem-dev libcli11-dev libspdlog-dev libfmt-dev
-    libzstd-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+    libzstd-dev libsqlite3-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev
     postgresql postgresql-client systemd
 )
 

@@ -1,0 +1,176 @@
+// The format-2 catalog (archiver/catalog.hpp): histories, the tree and the blob index read
+// back as committed, a batch commits whole or not at all, two processes' catalogs see each
+// other's commits, and the latest version is one look-up however long the history.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "archive_test_util.hpp"
+#include "archiver/catalog.hpp"
+#include "archiver/sha256.hpp"
+
+namespace tw::archive {
+namespace {
+
+StoredVersion file_version(std::uint64_t number, const std::string& content) {
+  StoredVersion out;
+  out.version.number = number;
+  out.version.archived_at_ns = 1'000'000'000LL * static_cast<std::int64_t>(number);
+  out.version.op = Op::Update;
+  out.version.size = content.size();
+  out.version.sha256 = sha256_hex(content);
+  out.version.mode = 0100644;
+  out.version.uid = 1000;
+  out.version.gid = 100;
+  out.version.mtime_ns = -1'500'000'001;  // before 1970, with a fraction
+  out.version.dev = 2049;
+  out.version.ino = 77;
+  out.chunks = {sha256_hex(content + "a"), sha256_hex(content + "b")};
+  return out;
+}
+
+Catalog open_catalog(const std::string& file) {
+  auto catalog = Catalog::open(file, Store::Mode::ReadWrite);
+  EXPECT_TRUE(catalog) << catalog.error();
+  return std::move(*catalog);
+}
+
+TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
+  test::TempDir dir;
+  Catalog catalog = open_catalog(dir / "catalog.db");
+  const std::string odd("/src/d\n\t%\xff/f\x01", 13);  // any byte but NUL, raw
+  CatalogBatch batch;
+  batch.add_version(odd, file_version(1, "one"));
+  StoredVersion link;
+  link.version.number = 1;
+  link.version.op = Op::Update;
+  link.version.mode = 0120777;
+  link.version.link_target = "../target\n";
+  link.version.size = link.version.link_target.size();
+  batch.add_version("/src/link", link);
+  StoredVersion moved = file_version(2, "two");
+  moved.version.op = Op::Move;
+  moved.version.moved_from = "/elsewhere/x";
+  batch.add_version(odd, moved);
+  batch.add_blob(sha256_hex("one"), BlobRef{"00112233445566778899aabbccddeeff", 16, 40, 3});
+  EXPECT_EQ(batch.latest(odd)->version.number, 2u);
+  ASSERT_TRUE(catalog.commit(batch));
+
+  auto history = catalog.versions(odd);
+  ASSERT_TRUE(history) << history.error();
+  ASSERT_EQ(history->size(), 2u);
+  const auto expected = file_version(1, "one");
+  const Version& v = (*history)[0].version;
+  EXPECT_EQ(v.number, 1u);
+  EXPECT_EQ(v.archived_at_ns, expected.version.archived_at_ns);
+  EXPECT_EQ(v.sha256, expected.version.sha256);
+  EXPECT_EQ(v.mode, 0100644u);
+  EXPECT_EQ(v.mtime_ns, -1'500'000'001);
+  EXPECT_EQ(v.dev, 2049u);
+  EXPECT_EQ(v.ino, 77u);
+  EXPECT_EQ((*history)[0].chunks, expected.chunks);
+  EXPECT_EQ((*history)[1].version.op, Op::Move);
+  EXPECT_EQ((*history)[1].version.moved_from, "/elsewhere/x");
+  auto latest = catalog.latest("/src/link");
+  ASSERT_TRUE(latest && *latest);
+  EXPECT_EQ((*latest)->version.link_target, "../target\n");
+  EXPECT_TRUE((*latest)->version.sha256.empty());
+  EXPECT_TRUE((*latest)->chunks.empty());
+
+  auto children = catalog.children("/src");
+  ASSERT_TRUE(children);
+  EXPECT_EQ(*children, (std::vector<std::string>{std::string("/src/d\n\t%\xff", 10), "/src/link"}));
+  auto within = catalog.paths_within("/src");
+  ASSERT_TRUE(within);
+  EXPECT_EQ(within->size(), 4u);  // /src, its two children and the file beneath one
+  auto root = catalog.children("/");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(*root, std::vector<std::string>{"/src"});
+  // A sibling whose name begins like the directory's is not within it.
+  CatalogBatch sibling;
+  sibling.add_version("/src0/x", file_version(1, "x"));
+  sibling.add_version("/src-other", file_version(1, "y"));
+  ASSERT_TRUE(catalog.commit(sibling));
+  EXPECT_EQ(catalog.paths_within("/src")->size(), 4u);
+
+  auto blob = catalog.blob(sha256_hex("one"));
+  ASSERT_TRUE(blob && *blob);
+  EXPECT_EQ((*blob)->pack, "00112233445566778899aabbccddeeff");
+  EXPECT_EQ((*blob)->offset, 16u);
+  EXPECT_EQ((*blob)->stored, 40u);
+  EXPECT_FALSE(*catalog.blob(sha256_hex("none")));
+  EXPECT_TRUE(catalog.versions("/never")->empty());
+}
+
+TEST(Catalog, ABatchWithATakenNumberCommitsNothing) {
+  test::TempDir dir;
+  Catalog catalog = open_catalog(dir / "catalog.db");
+  CatalogBatch first;
+  first.add_version("/a", file_version(1, "a1"));
+  ASSERT_TRUE(catalog.commit(first));
+  CatalogBatch clash;
+  clash.add_version("/b", file_version(1, "b1"));
+  clash.add_blob(sha256_hex("b1"), BlobRef{"00112233445566778899aabbccddeeff", 16, 40, 2});
+  clash.add_version("/a", file_version(1, "a1 again"));
+  auto done = catalog.commit(clash);
+  ASSERT_FALSE(done);
+  EXPECT_EQ(done.fault().outcome, Outcome::FailedRetry);
+  EXPECT_TRUE(catalog.versions("/b")->empty());
+  EXPECT_FALSE(*catalog.blob(sha256_hex("b1")));
+  EXPECT_EQ(catalog.versions("/a")->size(), 1u);
+  // And the catalog still takes the next batch.
+  CatalogBatch next;
+  next.add_version("/a", file_version(2, "a2"));
+  ASSERT_TRUE(catalog.commit(next));
+  EXPECT_EQ(catalog.versions("/a")->size(), 2u);
+}
+
+TEST(Catalog, TwoProcessesCommitToOneCatalog) {
+  test::TempDir dir;
+  const std::string file = dir / "catalog.db";
+  { open_catalog(file); }  // created before the writers start
+  constexpr int kPerWriter = 200;
+  std::vector<pid_t> children;
+  for (int w = 0; w < 2; ++w) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto catalog = Catalog::open(file, Store::Mode::ReadWrite);
+      if (!catalog) ::_exit(2);
+      for (int i = 1; i <= kPerWriter; ++i) {
+        CatalogBatch batch;
+        batch.add_version("/w" + std::to_string(w), file_version(i, std::to_string(i)));
+        if (!catalog->commit(batch)) ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  auto reader = Catalog::open(file, Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  for (int w = 0; w < 2; ++w) {
+    auto latest = reader->latest("/w" + std::to_string(w));
+    ASSERT_TRUE(latest && *latest);
+    EXPECT_EQ((*latest)->version.number, static_cast<std::uint64_t>(kPerWriter));
+    EXPECT_EQ(reader->versions("/w" + std::to_string(w))->size(), std::size_t{kPerWriter});
+  }
+}
+
+TEST(Catalog, AReadOnlyCatalogThatDoesNotExistIsAnError) {
+  test::TempDir dir;
+  auto catalog = Catalog::open(dir / "missing.db", Store::Mode::ReadOnly);
+  ASSERT_FALSE(catalog);
+  EXPECT_NE(catalog.error().find("missing.db"), std::string::npos) << catalog.error();
+}
+
+}  // namespace
+}  // namespace tw::archive
