@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -58,6 +59,23 @@ struct StatementFree {
 };
 using Statement = std::unique_ptr<sqlite3_stmt, StatementFree>;
 
+// A prepared statement in use: reset when it goes out of scope, so that no read
+// transaction stays open after the caller is done (an open one would keep every later
+// checkpoint from emptying the WAL, which would then grow without bound).
+class Cursor {
+ public:
+  explicit Cursor(sqlite3_stmt* s) : s_(s) {}
+  Cursor(Cursor&& other) noexcept : s_(std::exchange(other.s_, nullptr)) {}
+  Cursor& operator=(Cursor&&) = delete;
+  ~Cursor() {
+    if (s_ != nullptr) sqlite3_reset(s_);
+  }
+  operator sqlite3_stmt*() const { return s_; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  sqlite3_stmt* s_;
+};
+
 struct DbClose {
   void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 };
@@ -92,8 +110,8 @@ struct Catalog::Impl {
     return fmt::format("catalog {}: {}: {}", shown_path(file), what, sqlite3_errmsg(db.get()));
   }
 
-  // The prepared statement for `sql`, reset and with its bindings cleared.
-  Result<sqlite3_stmt*> statement(std::string_view sql) {
+  // The prepared statement for `sql`, with its bindings cleared.
+  Result<Cursor> statement(std::string_view sql) {
     auto it = statements.find(sql);
     if (it == statements.end()) {
       sqlite3_stmt* raw = nullptr;
@@ -103,9 +121,8 @@ struct Catalog::Impl {
       }
       it = statements.emplace(std::string(sql), Statement(raw)).first;
     }
-    sqlite3_reset(it->second.get());
     sqlite3_clear_bindings(it->second.get());
-    return it->second.get();
+    return Cursor(it->second.get());
   }
 
   Status exec(const char* sql) {
