@@ -64,6 +64,21 @@ int write_all(int fd, const void* data, std::size_t size) {
   return 0;
 }
 
+Status write_or_hole(int fd, std::string_view data, bool sparse, bool& holes) {
+  if (data.empty()) return Ok{};
+  if (sparse && data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0) {
+    if (::lseek(fd, static_cast<off_t>(data.size()), SEEK_CUR) < 0) {
+      return Error{fmt::format("seek error: {}", std::strerror(errno))};
+    }
+    holes = true;
+    return Ok{};
+  }
+  if (const int err = write_all(fd, data.data(), data.size()); err != 0) {
+    return Error{fmt::format("write error: {}", std::strerror(err))};
+  }
+  return Ok{};
+}
+
 long read_some(int fd, void* data, std::size_t size) {
   while (true) {
     const ssize_t n = ::read(fd, data, size);

@@ -14,11 +14,16 @@
 
 #include "archiver/fault.hpp"
 #include "common/fd.hpp"
+#include "common/result.hpp"
 
 namespace tw::archive {
 
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
+// Writes `data` at `fd`'s offset; with `sparse`, a run of zeros is skipped with a seek
+// instead (a hole) and `holes` set, so the caller truncates the file to its length at the
+// end. Errors name the failed call.
+Status write_or_hole(int fd, std::string_view data, bool sparse, bool& holes);
 // Reads up to `size` bytes, retrying EINTR. Returns the count, or -errno.
 long read_some(int fd, void* data, std::size_t size);
 // The whole content of a small file, or an errno.

@@ -59,8 +59,8 @@ std::size_t job_size(int workers, int level) {
 // in the calling thread, also when this libzstd was built without multithreading.
 int zstd_workers(int threads) {
   if (threads == 0) {
-    threads = std::clamp(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), 1,
-                         kAutomaticThreadsMax);
+    threads =
+        std::clamp(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), 1, kAutomaticThreadsMax);
   }
   if (threads <= 1) return 0;
   const ZSTD_bounds bounds = ZSTD_cParam_getBounds(ZSTD_c_nbWorkers);
@@ -74,10 +74,6 @@ int zstd_workers(int threads) {
 struct DCtxFree {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
-
-bool all_zero(const char* p, std::size_t n) {
-  return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
-}
 
 Result<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha, int out_fd,
                                     bool sparse, const std::function<bool()>& cancelled) {
@@ -105,14 +101,10 @@ Result<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha, 
       }
       sha.update(output.dst, output.pos);
       total += output.pos;
-      if (out_fd >= 0 && output.pos > 0) {
-        if (sparse && all_zero(out.data(), output.pos)) {
-          if (::lseek(out_fd, static_cast<off_t>(output.pos), SEEK_CUR) < 0) {
-            return Error{fmt::format("seek error: {}", std::strerror(errno))};
-          }
-          seeked = true;
-        } else if (const int err = write_all(out_fd, out.data(), output.pos); err != 0) {
-          return Error{fmt::format("write error: {}", std::strerror(err))};
+      if (out_fd >= 0) {
+        if (auto written = write_or_hole(out_fd, {out.data(), output.pos}, sparse, seeked);
+            !written) {
+          return Error{written.error()};
         }
       }
     }
@@ -199,8 +191,8 @@ bool ObjectStore::compressible(int fd, std::uint64_t size) {
   for (const std::uint64_t at : {std::uint64_t{0}, size / 2}) {
     const ssize_t n = ::pread(fd, in_[0].data(), kReadBuffer, static_cast<off_t>(at));
     if (n <= 0) return true;  // the real read reports what went wrong
-    const std::size_t c = ZSTD_compress2(cctx, out_.data(), out_.size(), in_[0].data(),
-                                         static_cast<std::size_t>(n));
+    const std::size_t c =
+        ZSTD_compress2(cctx, out_.data(), out_.size(), in_[0].data(), static_cast<std::size_t>(n));
     if (ZSTD_isError(c)) return true;
     read += static_cast<std::uint64_t>(n);
     compressed += c;

@@ -1,0 +1,122 @@
+// Format 2's file contents (archiver/chunk_store.hpp).
+#include "archiver/chunk_store.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "archiver/sha256.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+// Read descriptors of packs kept open between blobs (restore and verify read many blobs of
+// few packs in a row).
+constexpr std::size_t kOpenPacks = 8;
+
+}  // namespace
+
+ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
+                       ChunkSizes sizes)
+    : packs_dir_(std::move(packs_dir)),
+      catalog_(catalog),
+      chunker_(sizes),
+      pack_(disk, packs_dir_),
+      compressor_(level) {}
+
+Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
+                                           const std::string& shown, CatalogBatch& batch) {
+  ChunkedContent out;
+  Sha256 whole;
+  ChunkReader reader(chunker_, fd, shown);
+  for (;;) {
+    auto chunk = reader.next();
+    if (!chunk) return chunk.fault();
+    if (chunk->empty()) break;
+    const std::string_view bytes(reinterpret_cast<const char*>(chunk->data()), chunk->size());
+    whole.update(bytes);
+    std::string id = sha256_hex(bytes);
+    if (batch.blob(id) == nullptr) {
+      auto known = catalog_.blob(id);
+      if (!known) return retry(known.error());
+      if (!*known) {
+        auto frame = compressor_.compress(std::span(bytes.data(), bytes.size()));
+        if (!frame) return frame.fault();
+        auto ref = pack_.append(id, bytes.size(), *frame);
+        if (!ref) return ref.fault();
+        out.bytes_added += kBlobHeaderSize + frame->size();
+        batch.add_blob(id, *ref);
+      }
+    }
+    out.chunks.push_back(std::move(id));
+  }
+  out.size = reader.offset();
+  if (out.size != expected_size) {
+    Fault fault = retry(fmt::format("changed while being read: {}", shown));
+    fault.changed = true;
+    return fault;
+  }
+  out.sha256 = whole.hex_digest();
+  return out;
+}
+
+Result<int> ChunkStore::pack_fd(const std::string& name) {
+  for (auto it = open_packs_.begin(); it != open_packs_.end(); ++it) {
+    if (it->first == name) {
+      open_packs_.splice(open_packs_.begin(), open_packs_, it);
+      return open_packs_.front().second.get();
+    }
+  }
+  const std::string file = pack_file(packs_dir_, name);
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return Error{fmt::format("pack {}: {}", shown_path(file), std::strerror(errno))};
+  open_packs_.emplace_front(name, std::move(fd));
+  if (open_packs_.size() > kOpenPacks) open_packs_.pop_back();
+  return open_packs_.front().second.get();
+}
+
+Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks,
+                                          const std::string& sha256, int out_fd, bool sparse,
+                                          const CatalogBatch* staged) {
+  Sha256 whole;
+  std::uint64_t total = 0;
+  bool holes = false;
+  for (const auto& id : chunks) {
+    std::optional<BlobRef> ref;
+    if (const BlobRef* pending = staged != nullptr ? staged->blob(id) : nullptr) {
+      ref = *pending;
+    } else {
+      auto known = catalog_.blob(id);
+      if (!known) return Error{known.error()};
+      ref = *known;
+    }
+    if (!ref) return Error{fmt::format("blob {} is missing (not in the catalog)", id)};
+    auto fd = pack_fd(ref->pack);
+    if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
+    auto raw = read_blob(*fd, *ref, id);
+    if (!raw) return Error{fmt::format("blob {} in pack {}: {}", id, ref->pack, raw.error())};
+    const std::string_view bytes(raw->data(), raw->size());
+    whole.update(bytes);
+    total += bytes.size();
+    if (out_fd >= 0) {
+      if (auto written = write_or_hole(out_fd, bytes, sparse, holes); !written) {
+        return Error{written.error()};
+      }
+    }
+  }
+  if (holes && ::ftruncate(out_fd, static_cast<off_t>(total)) != 0) {
+    return Error{fmt::format("truncate error: {}", std::strerror(errno))};
+  }
+  const std::string digest = whole.hex_digest();
+  if (digest != sha256) {
+    return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};
+  }
+  return total;
+}
+
+}  // namespace tw::archive

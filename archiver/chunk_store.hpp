@@ -1,0 +1,64 @@
+// File contents in archive format 2 (FORMAT.md, "Format 2"): a file is cut into
+// content-defined chunks (chunker.hpp), each chunk stored once as a blob in this writer's
+// pack (pack.hpp) and found again through the catalog's blob index (catalog.hpp). A file
+// of any size passes through bounded memory: one chunk buffer, one compressed frame.
+// Internal to the archive library. One ChunkStore belongs to one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "archiver/catalog.hpp"
+#include "archiver/chunker.hpp"
+#include "archiver/disk.hpp"
+#include "archiver/pack.hpp"
+
+namespace tw::archive {
+
+struct ChunkedContent {
+  std::string sha256;               // of the whole content
+  std::uint64_t size = 0;           // bytes read
+  std::uint64_t bytes_added = 0;    // pack bytes newly written (headers and frames)
+  std::vector<std::string> chunks;  // blob ids, in order
+};
+
+class ChunkStore {
+ public:
+  // `packs_dir` is <root>/packs; `level` the zstd level of new blobs.
+  ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
+             ChunkSizes sizes = {});
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
+
+  // Reads `fd` to its end in chunks: a chunk neither in the catalog nor in `batch` is
+  // compressed, appended to the pack and staged in `batch`. A length other than
+  // `expected_size` is a change (RETRY). Nothing is durable before sync() and the
+  // catalog's commit of `batch`, in that order.
+  Expected<ChunkedContent> store(int fd, std::uint64_t expected_size, const std::string& shown,
+                                 CatalogBatch& batch);
+  // Makes every blob appended so far durable (one sync for all of them).
+  Done sync() { return pack_.sync(); }
+
+  // Writes the content made of `chunks` to `out_fd` (-1: only check it), each blob checked
+  // against its id and the whole against `sha256`. Blobs are looked up in the catalog,
+  // then in `staged` (optional). With `sparse`, runs of zeros become holes. Errors name the
+  // blob and what is wrong with it.
+  Result<std::uint64_t> extract(const std::vector<std::string>& chunks, const std::string& sha256,
+                                int out_fd, bool sparse, const CatalogBatch* staged = nullptr);
+
+ private:
+  // An open read descriptor of pack `name` (a few are kept open).
+  Result<int> pack_fd(const std::string& name);
+
+  std::string packs_dir_;
+  Catalog& catalog_;
+  Chunker chunker_;
+  PackWriter pack_;
+  BlobCompressor compressor_;
+  std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
+};
+
+}  // namespace tw::archive

@@ -1,0 +1,128 @@
+// Format 2's file contents (archiver/chunk_store.hpp): files of every size restore byte
+// for byte, identical chunks are stored once, an append stores only what it touched, and
+// damage or a missing blob is named.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+
+#include "archive_test_util.hpp"
+#include "archiver/chunk_store.hpp"
+#include "archiver/sha256.hpp"
+#include "common/fd.hpp"
+
+namespace tw::archive {
+namespace {
+
+constexpr ChunkSizes kSmall{.min = 2 << 10, .avg = 8 << 10, .max = 32 << 10};
+
+std::string random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (auto& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+class ChunkStoreTest : public ::testing::Test {
+ protected:
+  ChunkStoreTest() : disk_(dir_.path(), nullptr) {
+    EXPECT_TRUE(disk_.make_dir(dir_ / "packs"));
+    auto catalog = Catalog::open(dir_ / "catalog.db", Store::Mode::ReadWrite);
+    EXPECT_TRUE(catalog) << catalog.error();
+    catalog_.emplace(std::move(*catalog));
+    store_.emplace(disk_, dir_ / "packs", *catalog_, 1, kSmall);
+  }
+
+  // Stores `content` as a file and commits it; returns what was stored.
+  ChunkedContent put(const std::string& content) {
+    const std::string file = dir_ / "source";
+    test::write_file(file, content);
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    CatalogBatch batch;
+    auto stored = store_->store(fd.get(), content.size(), "source", batch);
+    EXPECT_TRUE(stored) << stored.fault().message;
+    EXPECT_TRUE(store_->sync());
+    EXPECT_TRUE(catalog_->commit(batch));
+    return *stored;
+  }
+
+  std::string get(const ChunkedContent& content, bool sparse = false) {
+    const std::string file = dir_ / "restored";
+    ::unlink(file.c_str());
+    UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    auto n = store_->extract(content.chunks, content.sha256, fd.get(), sparse);
+    EXPECT_TRUE(n) << n.error();
+    return test::read_file(file);
+  }
+
+  test::TempDir dir_;
+  DiskWriter disk_;
+  std::optional<Catalog> catalog_;
+  std::optional<ChunkStore> store_;
+};
+
+TEST_F(ChunkStoreTest, FilesOfEverySizeRestoreByteForByte) {
+  for (const std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{2047},
+                                 std::size_t{2048}, std::size_t{100000}, std::size_t{1 << 20}}) {
+    const std::string content = random_bytes(size, static_cast<std::uint32_t>(size));
+    const ChunkedContent stored = put(content);
+    EXPECT_EQ(stored.size, size);
+    EXPECT_EQ(stored.sha256, sha256_hex(content));
+    EXPECT_EQ(stored.chunks.empty(), size == 0) << size;
+    EXPECT_EQ(get(stored), content) << size;
+  }
+}
+
+TEST_F(ChunkStoreTest, SameContentIsStoredOnceAndAnAppendStoresLittle) {
+  const std::string content = random_bytes(1 << 20, 1);
+  const ChunkedContent first = put(content);
+  EXPECT_GT(first.bytes_added, content.size());  // random: stored whole, plus headers
+  EXPECT_EQ(put(content).bytes_added, 0u);
+  const std::string longer = content + random_bytes(10000, 2);
+  const ChunkedContent appended = put(longer);
+  // The old last chunk again and the 10,000 new bytes: at most one max chunk plus them.
+  EXPECT_LT(appended.bytes_added, kSmall.max + 10000 + 4 * kBlobHeaderSize + 1024);
+  EXPECT_EQ(get(appended), longer);
+  // Chunks repeated inside one file are stored once too.
+  const std::string block = random_bytes(64 << 10, 3);
+  const ChunkedContent twice = put(block + block + block);
+  EXPECT_LT(twice.bytes_added, 2 * block.size());
+}
+
+TEST_F(ChunkStoreTest, ZerosRestoreAsHolesWhenAsked) {
+  const std::string content = std::string(256 << 10, '\0') + "tail";
+  const ChunkedContent stored = put(content);
+  EXPECT_LT(stored.bytes_added, 4096u);  // max-sized runs of zeros, all one blob
+  EXPECT_EQ(get(stored, true), content);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "restored").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(content.size()));
+  EXPECT_LT(static_cast<std::uint64_t>(st.st_blocks) * 512, content.size());
+}
+
+TEST_F(ChunkStoreTest, AFileThatChangesLengthIsAChangeAndDamageIsNamed) {
+  const std::string file = dir_ / "source";
+  test::write_file(file, random_bytes(5000, 4));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  CatalogBatch batch;
+  auto stored = store_->store(fd.get(), 4000, "source", batch);
+  ASSERT_FALSE(stored);
+  EXPECT_TRUE(stored.fault().changed);
+  EXPECT_EQ(stored.fault().outcome, Outcome::FailedRetry);
+
+  const ChunkedContent good = put(random_bytes(50000, 5));
+  auto missing = store_->extract({sha256_hex("nothing")}, good.sha256, -1, false);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("missing"), std::string::npos) << missing.error();
+  auto wrong = store_->extract(good.chunks, sha256_hex("other"), -1, false);
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().find("checksum mismatch"), std::string::npos) << wrong.error();
+  EXPECT_TRUE(store_->extract(good.chunks, good.sha256, -1, false));
+}
+
+}  // namespace
+}  // namespace tw::archive
