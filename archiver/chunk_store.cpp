@@ -83,9 +83,7 @@ Result<int> ChunkStore::pack_fd(const std::string& name) {
 Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks,
                                           const std::string& sha256, int out_fd, bool sparse,
                                           const CatalogBatch* staged) {
-  Sha256 whole;
-  std::uint64_t total = 0;
-  bool holes = false;
+  ContentSink sink(out_fd, sparse);
   for (const auto& id : chunks) {
     std::optional<BlobRef> ref;
     if (const BlobRef* pending = staged != nullptr ? staged->blob(id) : nullptr) {
@@ -100,23 +98,11 @@ Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks
     if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
     auto raw = read_blob(*fd, *ref, id);
     if (!raw) return Error{fmt::format("blob {} in pack {}: {}", id, ref->pack, raw.error())};
-    const std::string_view bytes(raw->data(), raw->size());
-    whole.update(bytes);
-    total += bytes.size();
-    if (out_fd >= 0) {
-      if (auto written = write_or_hole(out_fd, bytes, sparse, holes); !written) {
-        return Error{written.error()};
-      }
+    if (auto written = sink.write({raw->data(), raw->size()}); !written) {
+      return Error{written.error()};
     }
   }
-  if (holes && ::ftruncate(out_fd, static_cast<off_t>(total)) != 0) {
-    return Error{fmt::format("truncate error: {}", std::strerror(errno))};
-  }
-  const std::string digest = whole.hex_digest();
-  if (digest != sha256) {
-    return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};
-  }
-  return total;
+  return sink.finish(sha256);
 }
 
 }  // namespace tw::archive

@@ -64,19 +64,32 @@ int write_all(int fd, const void* data, std::size_t size) {
   return 0;
 }
 
-Status write_or_hole(int fd, std::string_view data, bool sparse, bool& holes) {
-  if (data.empty()) return Ok{};
-  if (sparse && data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0) {
-    if (::lseek(fd, static_cast<off_t>(data.size()), SEEK_CUR) < 0) {
+Status ContentSink::write(std::string_view data) {
+  sha_.update(data);
+  total_ += data.size();
+  if (fd_ < 0 || data.empty()) return Ok{};
+  if (sparse_ && data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0) {
+    if (::lseek(fd_, static_cast<off_t>(data.size()), SEEK_CUR) < 0) {
       return Error{fmt::format("seek error: {}", std::strerror(errno))};
     }
-    holes = true;
+    holes_ = true;
     return Ok{};
   }
-  if (const int err = write_all(fd, data.data(), data.size()); err != 0) {
+  if (const int err = write_all(fd_, data.data(), data.size()); err != 0) {
     return Error{fmt::format("write error: {}", std::strerror(err))};
   }
   return Ok{};
+}
+
+Result<std::uint64_t> ContentSink::finish(std::string_view sha256) {
+  if (holes_ && ::ftruncate(fd_, static_cast<off_t>(total_)) != 0) {
+    return Error{fmt::format("truncate error: {}", std::strerror(errno))};
+  }
+  const std::string digest = sha_.hex_digest();
+  if (digest != sha256) {
+    return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};
+  }
+  return total_;
 }
 
 long read_some(int fd, void* data, std::size_t size) {

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "archiver/fault.hpp"
+#include "archiver/sha256.hpp"
 #include "common/fd.hpp"
 #include "common/result.hpp"
 
@@ -20,10 +21,25 @@ namespace tw::archive {
 
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
-// Writes `data` at `fd`'s offset; with `sparse`, a run of zeros is skipped with a seek
-// instead (a hole) and `holes` set, so the caller truncates the file to its length at the
-// end. Errors name the failed call.
-Status write_or_hole(int fd, std::string_view data, bool sparse, bool& holes);
+// Content being written back out (restore) or only checked (verify): every byte is
+// hashed; written to `fd` unless it is -1; with `sparse`, a run of zeros is skipped with a
+// seek (a hole), and the file is truncated to its length at the end.
+class ContentSink {
+ public:
+  ContentSink(int fd, bool sparse) : fd_(fd), sparse_(sparse) {}
+  Status write(std::string_view data);
+  // The bytes written, once the file has its length and the content hashes to `sha256`;
+  // else the failure ("content checksum mismatch ...").
+  Result<std::uint64_t> finish(std::string_view sha256);
+
+ private:
+  int fd_;
+  bool sparse_;
+  bool holes_ = false;
+  std::uint64_t total_ = 0;
+  Sha256 sha_;
+};
+
 // Reads up to `size` bytes, retrying EINTR. Returns the count, or -errno.
 long read_some(int fd, void* data, std::size_t size);
 // The whole content of a small file, or an errno.

@@ -81,11 +81,22 @@ Result<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha, 
   if (!dctx) return Error{"out of memory for zstd"};
   std::vector<char> in(ZSTD_DStreamInSize());
   std::vector<char> out(ZSTD_DStreamOutSize());
-  Sha256 sha;
-  std::uint64_t total = 0;
+  ContentSink sink(out_fd, sparse);
   std::size_t last = 1;  // ZSTD_decompressStream: 0 once a frame is complete
-  bool seeked = false;
   bool any_input = false;
+  // Decompresses what `input` holds (nothing: what the decoder still holds) into the sink.
+  const auto drain = [&](ZSTD_inBuffer& input) -> Status {
+    do {
+      ZSTD_outBuffer output{out.data(), out.size(), 0};
+      last = ZSTD_decompressStream(dctx.get(), &output, &input);
+      if (ZSTD_isError(last)) {
+        return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(last))};
+      }
+      if (auto written = sink.write({out.data(), output.pos}); !written) return written;
+      if (input.size == 0 && output.pos == 0) break;
+    } while (input.pos < input.size || (input.size == 0 && last != 0));
+    return Ok{};
+  };
   while (true) {
     if (cancelled && cancelled()) return Error{"cancelled"};
     const long n = read_some(in_fd, in.data(), in.size());
@@ -93,49 +104,16 @@ Result<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha, 
     if (n == 0) break;
     any_input = true;
     ZSTD_inBuffer input{in.data(), static_cast<std::size_t>(n), 0};
-    while (input.pos < input.size) {
-      ZSTD_outBuffer output{out.data(), out.size(), 0};
-      last = ZSTD_decompressStream(dctx.get(), &output, &input);
-      if (ZSTD_isError(last)) {
-        return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(last))};
-      }
-      sha.update(output.dst, output.pos);
-      total += output.pos;
-      if (out_fd >= 0) {
-        if (auto written = write_or_hole(out_fd, {out.data(), output.pos}, sparse, seeked);
-            !written) {
-          return Error{written.error()};
-        }
-      }
-    }
+    if (auto done = drain(input); !done) return Error{done.error()};
   }
   if (!any_input) return Error{"truncated (empty file)"};
   // Flush what the decoder still holds once the input is exhausted.
-  while (last != 0) {
-    ZSTD_inBuffer input{nullptr, 0, 0};
-    ZSTD_outBuffer output{out.data(), out.size(), 0};
-    last = ZSTD_decompressStream(dctx.get(), &output, &input);
-    if (ZSTD_isError(last)) {
-      return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(last))};
-    }
-    if (output.pos == 0) break;
-    sha.update(output.dst, output.pos);
-    total += output.pos;
-    if (out_fd >= 0) {
-      if (const int err = write_all(out_fd, out.data(), output.pos); err != 0) {
-        return Error{fmt::format("write error: {}", std::strerror(err))};
-      }
-    }
+  ZSTD_inBuffer none{nullptr, 0, 0};
+  if (last != 0) {
+    if (auto done = drain(none); !done) return Error{done.error()};
   }
   if (last != 0) return Error{"truncated (compressed frame incomplete)"};
-  if (seeked && ::ftruncate(out_fd, static_cast<off_t>(total)) != 0) {
-    return Error{fmt::format("truncate error: {}", std::strerror(errno))};
-  }
-  const std::string digest = sha.hex_digest();
-  if (digest != expected_sha) {
-    return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};
-  }
-  return total;
+  return sink.finish(expected_sha);
 }
 
 }  // namespace
