@@ -162,11 +162,10 @@ struct Catalog::Impl {
     return sqlite3_last_insert_rowid(db.get());
   }
 
-  static StoredVersion read_version(sqlite3_stmt* s) {
+  static Version read_version(sqlite3_stmt* s) {
     // Columns: number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino,
     // link, moved_from, moved_to, chunks
-    StoredVersion out;
-    Version& v = out.version;
+    Version v;
     v.number = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
     v.archived_at_ns = sqlite3_column_int64(s, 1);
     v.op = parse_op(reinterpret_cast<const char*>(sqlite3_column_text(s, 2))).value_or(Op::Update);
@@ -184,13 +183,13 @@ struct Catalog::Impl {
     v.moved_to = column_bytes(s, 13);
     const std::string chunks = column_bytes(s, 14);
     for (std::size_t at = 0; at + 32 <= chunks.size(); at += 32) {
-      out.chunks.push_back(digest_hex(std::string_view(chunks).substr(at, 32)));
+      v.chunks.push_back(digest_hex(std::string_view(chunks).substr(at, 32)));
     }
-    return out;
+    return v;
   }
 
   // The last `count` versions of `path` (-1: all), oldest first: one index range read.
-  Result<std::vector<StoredVersion>> history(std::string_view path, std::int64_t count) {
+  Result<std::vector<Version>> history(std::string_view path, std::int64_t count) {
     auto s = statement(
         "SELECT number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino, link, "
         "moved_from, moved_to, chunks FROM versions WHERE node = (SELECT id FROM nodes WHERE "
@@ -198,7 +197,7 @@ struct Catalog::Impl {
     if (!s) return Error{s.error()};
     bind_bytes(*s, 1, path);
     sqlite3_bind_int64(*s, 2, count);
-    std::vector<StoredVersion> out;
+    std::vector<Version> out;
     int rc;
     while ((rc = sqlite3_step(*s)) == SQLITE_ROW) out.push_back(read_version(*s));
     if (rc != SQLITE_DONE) return Error{failure("reading a history")};
@@ -215,7 +214,7 @@ struct Catalog::Impl {
   }
 };
 
-void CatalogBatch::add_version(std::string path, StoredVersion version) {
+void CatalogBatch::add_version(std::string path, Version version) {
   versions_.emplace_back(std::move(path), std::move(version));
 }
 
@@ -223,7 +222,7 @@ void CatalogBatch::add_blob(std::string id, BlobRef ref) {
   blobs_.emplace_back(std::move(id), std::move(ref));
 }
 
-const StoredVersion* CatalogBatch::latest(std::string_view path) const {
+const Version* CatalogBatch::latest(std::string_view path) const {
   for (auto it = versions_.rbegin(); it != versions_.rend(); ++it) {
     if (it->first == path) return &it->second;
   }
@@ -258,21 +257,26 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     // WAL: readers never block the writer; FULL: a commit is durable when it returns.
     if (auto s = impl->exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
     if (auto s = impl->exec("PRAGMA synchronous=FULL"); !s) return Error{s.error()};
+    // Keep -wal and -shm when the last writer closes: a reader that may not write in the
+    // archive (an operator's `timewarp check`) can only open a WAL database whose files
+    // exist already.
+    int persist = 1;
+    sqlite3_file_control(raw, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     if (auto s = impl->exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
     if (auto s = impl->exec(kSchema); !s) return Error{s.error()};
   }
   return Catalog(std::move(impl));
 }
 
-Result<std::vector<StoredVersion>> Catalog::versions(std::string_view path) const {
+Result<std::vector<Version>> Catalog::versions(std::string_view path) const {
   return impl_->history(path, -1);
 }
 
-Result<std::optional<StoredVersion>> Catalog::latest(std::string_view path) const {
+Result<std::optional<Version>> Catalog::latest(std::string_view path) const {
   auto last = impl_->history(path, 1);
   if (!last) return Error{last.error()};
-  if (last->empty()) return std::optional<StoredVersion>();
-  return std::optional<StoredVersion>(std::move(last->front()));
+  if (last->empty()) return std::optional<Version>();
+  return std::optional<Version>(std::move(last->front()));
 }
 
 Result<std::vector<std::string>> Catalog::children(std::string_view dir) const {
@@ -282,6 +286,38 @@ Result<std::vector<std::string>> Catalog::children(std::string_view dir) const {
   if (!s) return Error{s.error()};
   bind_bytes(*s, 1, dir);
   return impl_->paths(*s);
+}
+
+Result<bool> Catalog::has_children(std::string_view dir) const {
+  auto s = impl_->statement(
+      "SELECT 1 FROM nodes WHERE parent = (SELECT id FROM nodes WHERE path = ?1) LIMIT 1");
+  if (!s) return Error{s.error()};
+  bind_bytes(*s, 1, dir);
+  const int rc = sqlite3_step(*s);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return Error{impl_->failure("looking up children")};
+}
+
+Result<std::vector<std::string>> Catalog::archived_paths() const {
+  auto s = impl_->statement(
+      "SELECT path FROM nodes WHERE EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
+      "ORDER BY path");
+  if (!s) return Error{s.error()};
+  return impl_->paths(*s);
+}
+
+Result<std::string> Catalog::integrity_problems() const {
+  auto s = impl_->statement("PRAGMA integrity_check");
+  if (!s) return Error{s.error()};
+  std::string problems;
+  int rc;
+  while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
+    const std::string line = column_bytes(*s, 0);
+    if (line != "ok") problems += (problems.empty() ? "" : "; ") + line;
+  }
+  if (rc != SQLITE_DONE) return Error{impl_->failure("checking integrity")};
+  return problems;
 }
 
 Result<std::vector<std::string>> Catalog::paths_within(std::string_view dir) const {
@@ -349,7 +385,7 @@ Done Catalog::commit(const CatalogBatch& batch) {
     sqlite3_bind_int64(*s, 5, static_cast<sqlite3_int64>(ref.raw));
     if (sqlite3_step(*s) != SQLITE_DONE) return fail(impl_->failure("adding a blob"));
   }
-  for (const auto& [path, stored] : batch.versions_) {
+  for (const auto& [path, v] : batch.versions_) {
     auto node = impl_->ensure_node(path);
     if (!node) return fail(node.error());
     auto s = impl_->statement(
@@ -357,10 +393,9 @@ Done Catalog::commit(const CatalogBatch& batch) {
         "mtime, dev, ino, link, moved_from, moved_to, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
         "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     if (!s) return fail(s.error());
-    const Version& v = stored.version;
     const std::string_view op = to_string(v.op);
     std::string chunks;
-    for (const auto& id : stored.chunks) chunks += digest_bytes(id);
+    for (const auto& id : v.chunks) chunks += digest_bytes(id);
     sqlite3_bind_int64(*s, 1, *node);
     sqlite3_bind_int64(*s, 2, static_cast<sqlite3_int64>(v.number));
     sqlite3_bind_int64(*s, 3, v.archived_at_ns);

@@ -22,9 +22,10 @@ constexpr std::size_t kOpenPacks = 8;
 }  // namespace
 
 ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
-                       ChunkSizes sizes)
+                       ChunkSizes sizes, std::function<bool()> cancelled)
     : packs_dir_(std::move(packs_dir)),
       catalog_(catalog),
+      cancelled_(std::move(cancelled)),
       chunker_(sizes),
       pack_(disk, packs_dir_),
       compressor_(level) {}
@@ -35,6 +36,7 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
   Sha256 whole;
   ChunkReader reader(chunker_, fd, shown);
   for (;;) {
+    if (cancelled_ && cancelled_()) return retry("cancelled");
     auto chunk = reader.next();
     if (!chunk) return chunk.fault();
     if (chunk->empty()) break;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <string>
 #include <utility>
@@ -28,8 +29,10 @@ struct ChunkedContent {
 class ChunkStore {
  public:
   // `packs_dir` is <root>/packs; `level` the zstd level of new blobs.
+  // `cancelled` (optional) is polled between chunks: when it returns true, store() stops
+  // with FAILED RETRY "cancelled".
   ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
-             ChunkSizes sizes = {});
+             ChunkSizes sizes = {}, std::function<bool()> cancelled = {});
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
@@ -55,6 +58,7 @@ class ChunkStore {
 
   std::string packs_dir_;
   Catalog& catalog_;
+  std::function<bool()> cancelled_;
   Chunker chunker_;
   PackWriter pack_;
   BlobCompressor compressor_;

@@ -75,7 +75,8 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
     if (!target) return target.fault();
     v.link_target = std::move(*target);
     v.size = v.link_target.size();
-    if (live != nullptr && live->is_symlink() && live->link_target == v.link_target) v.op = Op::Stat;
+    if (live != nullptr && live->is_symlink() && live->link_target == v.link_target)
+      v.op = Op::Stat;
     return v;
   }
   // Content that may be taken over without reading the file: the version a confirmed
@@ -83,8 +84,9 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
   // same by `difference` (size and mtime).
   const Version* reuse = follow != nullptr ? follow : hint == Op::Stat ? live : nullptr;
   if (reuse != nullptr && difference(reuse, v) != Difference::Content &&
-      objects.contains(reuse->sha256)) {
+      content_available(*reuse)) {
     v.sha256 = reuse->sha256;
+    v.chunks = reuse->chunks;
     v.op = Op::Stat;
     return v;
   }
@@ -112,8 +114,7 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
     }
     auto again = look_at(path);
     if (!again) return again.fault();
-    if (!again->present || again->st.st_ino != before.st_ino ||
-        again->st.st_dev != before.st_dev) {
+    if (!again->present || again->st.st_ino != before.st_ino || again->st.st_dev != before.st_dev) {
       return changed_fault(name);
     }
     return Ok{};
@@ -124,15 +125,16 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
     auto hashed = objects.hash(fd.get(), v.size, name);
     if (!hashed) return hashed.fault();
     if (auto same = unchanged(); !same) return same.fault();
-    if (hashed->sha256 == live->sha256 && objects.contains(live->sha256)) {
+    if (hashed->sha256 == live->sha256 && content_available(*live)) {
       v.sha256 = hashed->sha256;
+      v.chunks = live->chunks;
       return v;
     }
     if (::lseek(fd.get(), 0, SEEK_SET) != 0) {
       return errno_fault(errno, Side::Source, fmt::format("reading {}", name));
     }
   }
-  auto stored = objects.store(fd.get(), v.size, name);
+  auto stored = store_content(fd.get(), v.size, name, v.chunks);
   if (!stored) return stored.fault();
   if (auto same = unchanged(); !same) return same.fault();
   v.sha256 = stored->sha256;
@@ -140,8 +142,7 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
   return v;
 }
 
-Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& path,
-                                                          History& history,
+Expected<Store::Impl::Committed> Store::Impl::commit_look(const std::string& path, History& history,
                                                           const SourceLook& look, Op hint,
                                                           const Version* follow,
                                                           const std::string& follow_from) {
@@ -199,7 +200,9 @@ Expected<Store::Impl::Committed> Store::Impl::settle(const std::string& path, Op
 
 Expected<std::uint64_t> Store::Impl::settle_beneath(const std::string& path) {
   // Cheap when nothing was ever archived beneath the path.
-  if (!path_exists(node_of(path) + ".children")) return std::uint64_t{0};
+  auto any = has_children(path);
+  if (!any) return any.fault();
+  if (!*any) return std::uint64_t{0};
   auto paths = paths_within(path);
   if (!paths) return retry("archive: " + paths.error());
   std::uint64_t bytes = 0;
@@ -214,7 +217,9 @@ Expected<std::uint64_t> Store::Impl::settle_beneath(const std::string& path) {
 }
 
 Expected<std::uint64_t> Store::Impl::prune_children(const std::string& path) {
-  if (!path_exists(node_of(path) + ".children")) return std::uint64_t{0};
+  auto any = has_children(path);
+  if (!any) return any.fault();
+  if (!*any) return std::uint64_t{0};
   auto look = look_at(path);
   if (!look) return look.fault();
   // No longer a directory: the request that follows this change settles what it held.
@@ -237,8 +242,7 @@ Expected<std::uint64_t> Store::Impl::reconcile_path(const std::string& path, Op 
   auto done = settle(path, hint);
   if (!done) return done.fault();
   std::uint64_t bytes = done->bytes;
-  auto structure =
-      done->found == Found::Directory ? prune_children(path) : settle_beneath(path);
+  auto structure = done->found == Found::Directory ? prune_children(path) : settle_beneath(path);
   if (!structure) return structure.fault();
   bytes += *structure;
   if (done->refused) return *done->refused;
@@ -299,9 +303,10 @@ Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string
   return bytes;
 }
 
-Expected<Store::Impl::Committed> Store::Impl::move_step(const std::string& p, const std::string& q) {
+Expected<Store::Impl::Committed> Store::Impl::move_step(const std::string& p,
+                                                        const std::string& q) {
   // Both locks, in key order so two movers cannot deadlock.
-  const bool p_first = key_of(p) < key_of(q);
+  const bool p_first = lock_rank(p) < lock_rank(q);
   auto first = lock_node(p_first ? p : q);
   if (!first) return first.fault();
   auto second = lock_node(p_first ? q : p);

@@ -43,8 +43,8 @@ Error sys_error(std::string_view what, const std::string& target) {
 // never following a symlink below the destination root.
 class Restorer {
  public:
-  Restorer(const ObjectStore& objects, const RestoreOptions& options, RestoreReport& report)
-      : objects_(objects), options_(options), report_(report) {}
+  Restorer(Store::Impl& store, const RestoreOptions& options, RestoreReport& report)
+      : store_(store), options_(options), report_(report) {}
 
   // Places file or symlink version `v` as `name` inside `dir_fd`. `target` names it in
   // messages.
@@ -79,7 +79,8 @@ class Restorer {
         UniqueFd link(::openat(dir_fd, temp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
         struct stat made {};
         if (!link || ::fstat(link.get(), &made) != 0 || !S_ISLNK(made.st_mode)) {
-          return Error{fmt::format("{} was replaced while it was being restored", shown_path(target))};
+          return Error{
+              fmt::format("{} was replaced while it was being restored", shown_path(target))};
         }
         if (::fchownat(link.get(), "", v.uid, v.gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
           return sys_error("cannot set the owner of", target);
@@ -93,7 +94,7 @@ class Restorer {
         cleanup.armed = false;
         return sys_error("cannot create", target);
       }
-      auto written = objects_.extract(v.sha256, fd.get(), true);
+      auto written = store_.extract(v, fd.get(), true);
       if (!written) return Error{fmt::format("{}: {}", shown_path(target), written.error())};
       if (*written != v.size) {
         return Error{fmt::format("{}: object {} holds {} bytes, the version says {}",
@@ -138,7 +139,7 @@ class Restorer {
   }
 
  private:
-  const ObjectStore& objects_;
+  Store::Impl& store_;
   const RestoreOptions& options_;
   RestoreReport& report_;
   std::uint64_t counter_ = 0;
@@ -275,7 +276,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
         "names the damage)",
         unnamed, unnamed == 1 ? "y" : "ies", shown_path(path), unnamed == 1 ? "its" : "their"));
   }
-  Restorer restorer(impl_->objects, options, report);
+  Restorer restorer(*impl_, options, report);
   const std::string dest = options.destination.empty() ? path : options.destination;
 
   if (own != nullptr && !own->is_directory()) {

@@ -34,6 +34,7 @@ Store::Impl::Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_
     : root(std::move(root_dir)),
       mode(open_mode),
       hooks(std::move(store_hooks)),
+      compression(compression),
       disk(root, hooks.before_write_step),
       objects(disk, hooks.cancelled, compression) {}
 
@@ -68,6 +69,11 @@ Result<History> Store::Impl::read_history_file(const std::string& file) {
 }
 
 Result<History> Store::Impl::read_history(std::string_view path) const {
+  if (format == 2) {
+    auto history = catalog_history(path, false);
+    if (!history) return Error{history.fault().message};
+    return std::move(history.value());
+  }
   const std::string file = history_file(path);
   auto history = read_history_file(file);
   if (!history) return history;
@@ -99,18 +105,21 @@ std::optional<std::string> Store::Impl::path_of_key(std::string_view key) const 
   if (head.compare(0, kPathLine.size(), kPathLine) != 0 || end == std::string::npos) {
     return std::nullopt;
   }
-  auto path = unescape_bytes(std::string_view(head).substr(kPathLine.size(), end - kPathLine.size()));
+  auto path =
+      unescape_bytes(std::string_view(head).substr(kPathLine.size(), end - kPathLine.size()));
   if (!path || path->empty() || (*path)[0] != '/' || key_of(*path) != key) return std::nullopt;
   return path;
 }
 
 Expected<History> Store::Impl::load_history(std::string_view path) const {
+  if (format == 2) return catalog_history(path, true);
   auto history = read_history(path);
   if (!history) return retry("archive: " + history.error());
   return std::move(history.value());
 }
 
 Expected<std::uint64_t> Store::Impl::save_history(const History& history) {
+  if (format == 2) return commit_version(history.path, history.versions.back());
   return disk.write_file(history_file(history.path), serialize_history(history));
 }
 
@@ -119,6 +128,7 @@ std::string Store::Impl::marker_of(std::string_view path) const {
 }
 
 Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool leaf) {
+  if (format == 2) return std::uint64_t{0};  // the commit of a version adds its nodes
   const std::string base = node_of(path);
   const bool is_root = path == "/";
   const bool named = path_exists(base + ".history") || path_exists(base + ".path");
@@ -155,7 +165,7 @@ Expected<std::uint64_t> Store::Impl::ensure_node(std::string_view path, bool lea
 }
 
 Done Store::Impl::finish_link(std::string_view path) {
-  if (path == "/") return Ok{};
+  if (path == "/" || format == 2) return Ok{};
   const std::string marker = marker_of(path);
   const std::string pending = marker + std::string(kPendingSuffix);
   if (!path_exists(pending)) return Ok{};
@@ -163,6 +173,19 @@ Done Store::Impl::finish_link(std::string_view path) {
 }
 
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
+  if (format == 2) {
+    const off_t slot = static_cast<off_t>(std::stoull(lock_rank(path), nullptr, 16));
+    struct flock range {};
+    range.l_type = F_WRLCK;
+    range.l_whence = SEEK_SET;
+    range.l_start = slot;
+    range.l_len = 1;
+    while (::fcntl(locks.get(), F_OFD_SETLKW, &range) != 0) {
+      if (errno != EINTR) return errno_fault(errno, Side::Archive, "locking a path in locks");
+      if (cancelled()) return retry("cancelled");
+    }
+    return NodeLock(locks.get(), slot);
+  }
   const std::string base = node_of(path);
   const std::string bucket = parent_path(base);
   if (!path_exists(bucket)) {
@@ -186,6 +209,16 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
       return NodeLock(std::move(fd), file);
     }
   }
+}
+
+NodeLock::~NodeLock() {
+  if (range_fd_ < 0) return;
+  struct flock range {};
+  range.l_type = F_UNLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = slot_;
+  range.l_len = 1;
+  ::fcntl(range_fd_, F_OFD_SETLK, &range);
 }
 
 void NodeLock::drop_if_unused(const std::string& node_base) {
@@ -228,6 +261,14 @@ std::vector<std::string> sorted_once(std::vector<std::string> paths) {
 
 Result<std::vector<std::string>> Store::Impl::children_except(
     std::string_view path, const std::vector<std::string>& except) const {
+  if (format == 2) {
+    auto children = catalog->children(path);
+    if (!children) return children;
+    const std::unordered_set<std::string> skip(except.begin(), except.end());
+    std::erase_if(*children,
+                  [&](const std::string& child) { return skip.count(base_name(child)) > 0; });
+    return children;
+  }
   auto markers = child_markers(path);
   if (!markers) return Error{markers.error()};
   std::unordered_set<std::string> skip;
@@ -237,13 +278,14 @@ Result<std::vector<std::string>> Store::Impl::children_except(
     if (skip.count(marker.key) > 0) continue;
     auto child = path_of_key(marker.key);
     // A child always lies directly beneath its parent; anything else is damage.
-    if (child && parent_path(*child) == path && *child != path) children.push_back(std::move(*child));
+    if (child && parent_path(*child) == path && *child != path)
+      children.push_back(std::move(*child));
   }
   return sorted_once(std::move(children));
 }
 
 Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path,
-                                                         std::uint64_t* unnamed) const {
+                                                          std::uint64_t* unnamed) const {
   auto markers = child_markers(path);
   if (!markers) return Error{markers.error()};
   std::vector<std::string> children;
@@ -261,7 +303,8 @@ Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path,
 }
 
 Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir,
-                                                          std::uint64_t* unnamed) const {
+                                                           std::uint64_t* unnamed) const {
+  if (format == 2) return catalog->paths_within(dir);
   std::vector<std::string> paths;
   if (!path_exists(node_of(dir) + ".path") && !path_exists(node_of(dir) + ".history")) return paths;
   std::deque<std::string> pending{std::string(dir)};
@@ -281,7 +324,7 @@ Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir,
 }
 
 Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks hooks,
-                          CompressionOptions compression) {
+                          CompressionOptions compression, ArchiveFormat new_format) {
   if (backup_root.empty()) return Error{"backup_root is not set"};
   std::string root = backup_root;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
@@ -293,7 +336,11 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
     bool empty = true;
     for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
       const auto name = entry.path().filename().string();
-      if (name != "tmp" && name != "objects" && name != "nodes" && name != "FORMAT") empty = false;
+      // What an interrupted creation may have left, in either format.
+      static const std::unordered_set<std::string> kOwn = {
+          "tmp",   "objects",    "nodes",          "FORMAT",         "packs",
+          "locks", "catalog.db", "catalog.db-wal", "catalog.db-shm", "catalog.db-journal"};
+      if (kOwn.count(name) == 0) empty = false;
     }
     if (ec) return Error{fmt::format("cannot read backup root {}: {}", root, ec.message())};
     if (!empty) {
@@ -309,13 +356,9 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
     // leaves either no archive or one that opens.
     if (auto made = impl->disk.make_dir(root + "/tmp"); !made) return Error{made.fault().message};
     if (!path_exists(format_file)) {
-      if (auto written = impl->disk.write_file(format_file, kFormatLine); !written) {
+      const auto line = new_format == ArchiveFormat::V1 ? kFormatLine : kFormat2Line;
+      if (auto written = impl->disk.write_file(format_file, line); !written) {
         return Error{written.fault().message};
-      }
-    }
-    for (const char* sub : {"objects", "nodes"}) {
-      if (auto made = impl->disk.make_dir(root + "/" + sub); !made) {
-        return Error{made.fault().message};
       }
     }
   }
@@ -323,9 +366,22 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   if (!format) {
     return Error{fmt::format("{} is not a TimeWarp archive (cannot read {})", root, format_file)};
   }
-  if (*format != kFormatLine) {
+  if (*format == kFormatLine) {
+    impl->format = 1;
+  } else if (*format == kFormat2Line) {
+    impl->format = 2;
+  } else {
     return Error{fmt::format("{} is not a TimeWarp archive this version can read ({} holds '{}')",
                              root, format_file, shown_path(format->substr(0, 40)))};
+  }
+  if (impl->format == 2) {
+    if (auto opened = impl->open_format2(); !opened) return Error{opened.error()};
+  } else if (mode == Mode::ReadWrite) {
+    for (const char* sub : {"objects", "nodes"}) {
+      if (auto made = impl->disk.make_dir(root + "/" + sub); !made) {
+        return Error{made.fault().message};
+      }
+    }
   }
   if (mode == Mode::ReadWrite) impl->disk.remove_stale_temps();
   return Store(std::move(impl));
@@ -373,5 +429,9 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 const std::string& Store::root() const { return impl_->root; }
+
+ArchiveFormat Store::format() const {
+  return impl_->format == 2 ? ArchiveFormat::V2 : ArchiveFormat::V1;
+}
 
 }  // namespace tw::archive

@@ -34,6 +34,9 @@ struct Version {
   std::string link_target;  // symlinks only
   std::string moved_from;   // a MOVE version at the new path: the old path
   std::string moved_to;     // a MOVE tombstone at the old path: the new path
+  // Format 2: the blobs a regular file's content is made of, in order (their SHA-256s; one,
+  // the content's own, for a file of one chunk; none when empty). Format 1: always empty.
+  std::vector<std::string> chunks;
 
   // False for tombstones: a DELETE, or the MOVE recorded at the path a file left.
   bool exists() const { return op != Op::Delete && !(op == Op::Move && !moved_to.empty()); }
@@ -100,6 +103,11 @@ struct CompressionOptions {
                     // compresses every smaller file
 };
 
+// The on-disk formats (archiver/FORMAT.md). An archive keeps the format it was made in;
+// a new one is made in kNewArchiveFormat unless asked otherwise.
+enum class ArchiveFormat { V1 = 1, V2 = 2 };
+inline constexpr ArchiveFormat kNewArchiveFormat = ArchiveFormat::V2;
+
 // Which version a restore picks: by number, the latest at or before a time, or (neither
 // set) the latest.
 struct VersionSelector {
@@ -140,10 +148,14 @@ class Store {
  public:
   enum class Mode { ReadOnly, ReadWrite };
 
-  // Opens the archive at `backup_root`. ReadWrite creates it when absent; ReadOnly
-  // refuses a directory that is not an archive. `compression` applies to new objects.
+  // Opens the archive at `backup_root`, of whichever format it is. ReadWrite creates it,
+  // in `new_format`, when absent; ReadOnly refuses a directory that is not an archive.
+  // `compression` applies to new content.
   static Result<Store> open(const std::string& backup_root, Mode mode, StoreHooks hooks = {},
-                            CompressionOptions compression = {});
+                            CompressionOptions compression = {},
+                            ArchiveFormat new_format = kNewArchiveFormat);
+  // The format of this archive.
+  ArchiveFormat format() const;
 
   Store(Store&&) noexcept;
   Store& operator=(Store&&) noexcept;

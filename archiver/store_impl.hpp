@@ -7,8 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "archiver/catalog.hpp"
+#include "archiver/chunk_store.hpp"
 #include "archiver/disk.hpp"
 #include "archiver/history.hpp"
 #include "archiver/objects.hpp"
@@ -17,27 +20,39 @@
 
 namespace tw::archive {
 
-// The text of <root>/FORMAT.
+// The text of <root>/FORMAT, in format 1 and format 2.
 inline constexpr std::string_view kFormatLine = "timewarp-archive 1\n";
+inline constexpr std::string_view kFormat2Line = "timewarp-archive 2\n";
 // The suffix of a child marker whose node is being named (FORMAT.md, "Layout").
 inline constexpr std::string_view kPendingSuffix = ".pending";
 
 // An exclusive flock on one path's lock file (<key>.lock), released on destruction. The
 // lock is what keeps two requests for one path from interleaving their look at the disk
 // and their commit (DESIGN.md, "Convergence").
+//
+// Format 1 locks a file per node; format 2 a byte of <root>/locks (an OFD lock, released by
+// the kernel when the process dies), at an offset derived from the path's key.
 class NodeLock {
  public:
   NodeLock() = default;
   NodeLock(UniqueFd fd, std::string file) : fd_(std::move(fd)), file_(std::move(file)) {}
-  NodeLock(NodeLock&&) = default;
-  NodeLock& operator=(NodeLock&&) = default;
+  NodeLock(int locks_fd, off_t slot) : range_fd_(locks_fd), slot_(slot) {}
+  NodeLock(NodeLock&& other) noexcept
+      : fd_(std::move(other.fd_)),
+        file_(std::move(other.file_)),
+        range_fd_(std::exchange(other.range_fd_, -1)),
+        slot_(other.slot_) {}
+  NodeLock& operator=(NodeLock&&) = delete;
+  ~NodeLock();
   // Removes the lock file (still holding the lock) when the node holds nothing else, so
-  // looks at paths that were never archived leave no file behind.
+  // looks at paths that were never archived leave no file behind. (Format 2: nothing.)
   void drop_if_unused(const std::string& node_base);
 
  private:
-  UniqueFd fd_;  // closing it releases the lock
+  UniqueFd fd_;  // format 1: closing it releases the lock
   std::string file_;
+  int range_fd_ = -1;  // format 2: the descriptor of <root>/locks holding byte `slot_`
+  off_t slot_ = 0;
 };
 
 struct Store::Impl {
@@ -49,9 +64,18 @@ struct Store::Impl {
   Store::Mode mode;
   StoreHooks hooks;
 
+  CompressionOptions compression;
+  int format = 1;  // of the archive opened: 1 or 2
+
   // --- working state
   DiskWriter disk;
-  ObjectStore objects;
+  ObjectStore objects;  // format 1's objects; in format 2 only its hashing is used
+  // Format 2 (FORMAT.md, "Format 2"): the catalog, the chunks, the locks file, and the
+  // blobs written by this request that no commit names yet.
+  std::optional<Catalog> catalog;
+  std::optional<ChunkStore> chunk_store;
+  UniqueFd locks;
+  CatalogBatch staged;
 
   bool cancelled() const { return hooks.cancelled && hooks.cancelled(); }
 
@@ -97,6 +121,26 @@ struct Store::Impl {
   Result<std::vector<std::string>> paths_within(std::string_view dir,
                                                 std::uint64_t* unnamed = nullptr) const;
 
+  // --- Where format 1 and format 2 differ (format2.cpp) ---
+  // Opens format 2's catalog, chunk store and locks (creating them in ReadWrite).
+  Status open_format2();
+  // Whether anything is archived beneath `path`.
+  Expected<bool> has_children(std::string_view path) const;
+  // Whether `v`'s content is in the archive, so a new version may name it unread.
+  bool content_available(const Version& v) const;
+  // Reads `fd` into the archive: format 1 one object, format 2 chunks (into `chunks`).
+  Expected<StoredContent> store_content(int fd, std::uint64_t size, const std::string& shown,
+                                        std::vector<std::string>& chunks);
+  // Writes (or with fd -1 only checks) the content of file version `v`.
+  Result<std::uint64_t> extract(const Version& v, int fd, bool sparse);
+  // Orders locks: two paths are always locked in the order of their ranks.
+  std::string lock_rank(std::string_view path) const;
+  // Format 2: commits `v` as the newest version of `path`, with the blobs staged for it:
+  // the pack synced first, then one catalog transaction. Returns the bytes of its row.
+  Expected<std::uint64_t> commit_version(const std::string& path, const Version& v);
+  // Format 2: the history of `path`, or with `latest_only` just its latest version.
+  Expected<History> catalog_history(std::string_view path, bool latest_only) const;
+
   // --- Requests: every one reconciles (reconcile.cpp; DESIGN.md, "Convergence") ---
   // How a path turned out after its look and commit.
   enum class Found { Absent, Directory, Other };
@@ -117,9 +161,8 @@ struct Store::Impl {
   // The commit step for a look made under the path's lock: a version of what is there, a
   // tombstone, or nothing when the latest version already says so. `follow` is the live
   // version of the name a confirmed MOVE came from.
-  Expected<Committed> commit_look(const std::string& path, History& history,
-                                  const SourceLook& look, Op hint, const Version* follow,
-                                  const std::string& follow_from);
+  Expected<Committed> commit_look(const std::string& path, History& history, const SourceLook& look,
+                                  Op hint, const Version* follow, const std::string& follow_from);
   // A version of what `look` found (content read and stored when new).
   Expected<Version> observe(const std::string& path, const SourceLook& look, Op hint,
                             const Version* live, const Version* follow,

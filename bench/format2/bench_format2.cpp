@@ -110,16 +110,16 @@ class Archive {
 
   // Records the version of `path` and makes it durable: one pack sync, one commit.
   void commit(const std::string& path, const std::string& whole_sha, std::uint64_t size) {
-    version_.version.number = ++numbers_[path];
-    version_.version.archived_at_ns = std::chrono::system_clock::now().time_since_epoch().count();
-    version_.version.size = size;
-    version_.version.sha256 = whole_sha;
-    version_.version.mode = 0100644;
+    version_.number = ++numbers_[path];
+    version_.archived_at_ns = std::chrono::system_clock::now().time_since_epoch().count();
+    version_.size = size;
+    version_.sha256 = whole_sha;
+    version_.mode = 0100644;
     batch_.add_version(path, std::move(version_));
     if (auto synced = pack_.sync(); !synced) die(synced.fault().message);
     if (auto done = catalog_->commit(batch_); !done) die(done.fault().message);
     batch_ = CatalogBatch();
-    version_ = StoredVersion();
+    version_ = Version();
   }
 
  private:
@@ -130,7 +130,7 @@ class Archive {
   std::optional<Catalog> catalog_;
   std::map<std::string, std::uint64_t> numbers_;
   CatalogBatch batch_;
-  StoredVersion version_;
+  Version version_;
 };
 
 struct Window {

@@ -49,7 +49,8 @@ class ArchiverProtocolTest : public ::testing::Test {
   }
 
   // Sends request 1, an UPDATE of a sparse file of `size` bytes (seconds of work), and
-  // waits until the archiver is busy writing its object (a temporary file appears).
+  // waits until the archiver is busy writing its content (format 1: a temporary file
+  // appears; format 2: a pack).
   void start_sparse_update(ArchiverProcess& archiver, off_t size) {
     const std::string big = dir_ / "big";
     write_file(big, "");
@@ -58,8 +59,10 @@ class ArchiverProtocolTest : public ::testing::Test {
     ASSERT_TRUE(test::wait_until(
         [&] {
           std::error_code ec;
-          return std::filesystem::exists(archive_ + "/tmp", ec) &&
-                 !std::filesystem::is_empty(archive_ + "/tmp", ec);
+          const auto busy = [&](const std::string& dir) {
+            return std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec);
+          };
+          return busy(archive_ + "/tmp") || busy(archive_ + "/packs");
         },
         30s));
   }
@@ -119,10 +122,10 @@ TEST_F(ArchiverProtocolTest, CompressionKeysReachTheStore) {
   std::vector<std::uint64_t> added;
   for (const char* level : {"-7", "19"}) {
     archive_ = dir_ / fmt::format("archive{}", level);
-    ArchiverProcess archiver(options(
-        {fmt::format("--compression-level={}", level), "--compression-threads=2"}));
-    auto f = expect_answer(archiver.request(line(1, "UPDATE", dir_ / "src/text")), "1",
-                           "COMPLETE ");
+    ArchiverProcess archiver(
+        options({fmt::format("--compression-level={}", level), "--compression-threads=2"}));
+    auto f =
+        expect_answer(archiver.request(line(1, "UPDATE", dir_ / "src/text")), "1", "COMPLETE ");
     ASSERT_EQ(f.size(), 4u);
     added.push_back(std::stoull(f[2]));
     archiver.close_stdin();

@@ -17,19 +17,19 @@
 namespace tw::archive {
 namespace {
 
-StoredVersion file_version(std::uint64_t number, const std::string& content) {
-  StoredVersion out;
-  out.version.number = number;
-  out.version.archived_at_ns = 1'000'000'000LL * static_cast<std::int64_t>(number);
-  out.version.op = Op::Update;
-  out.version.size = content.size();
-  out.version.sha256 = sha256_hex(content);
-  out.version.mode = 0100644;
-  out.version.uid = 1000;
-  out.version.gid = 100;
-  out.version.mtime_ns = -1'500'000'001;  // before 1970, with a fraction
-  out.version.dev = 2049;
-  out.version.ino = 77;
+Version file_version(std::uint64_t number, const std::string& content) {
+  Version out;
+  out.number = number;
+  out.archived_at_ns = 1'000'000'000LL * static_cast<std::int64_t>(number);
+  out.op = Op::Update;
+  out.size = content.size();
+  out.sha256 = sha256_hex(content);
+  out.mode = 0100644;
+  out.uid = 1000;
+  out.gid = 100;
+  out.mtime_ns = -1'500'000'001;  // before 1970, with a fraction
+  out.dev = 2049;
+  out.ino = 77;
   out.chunks = {sha256_hex(content + "a"), sha256_hex(content + "b")};
   return out;
 }
@@ -46,40 +46,40 @@ TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
   const std::string odd("/src/d\n\t%\xff/f\x01", 13);  // any byte but NUL, raw
   CatalogBatch batch;
   batch.add_version(odd, file_version(1, "one"));
-  StoredVersion link;
-  link.version.number = 1;
-  link.version.op = Op::Update;
-  link.version.mode = 0120777;
-  link.version.link_target = "../target\n";
-  link.version.size = link.version.link_target.size();
+  Version link;
+  link.number = 1;
+  link.op = Op::Update;
+  link.mode = 0120777;
+  link.link_target = "../target\n";
+  link.size = link.link_target.size();
   batch.add_version("/src/link", link);
-  StoredVersion moved = file_version(2, "two");
-  moved.version.op = Op::Move;
-  moved.version.moved_from = "/elsewhere/x";
+  Version moved = file_version(2, "two");
+  moved.op = Op::Move;
+  moved.moved_from = "/elsewhere/x";
   batch.add_version(odd, moved);
   batch.add_blob(sha256_hex("one"), BlobRef{"00112233445566778899aabbccddeeff", 16, 40, 3});
-  EXPECT_EQ(batch.latest(odd)->version.number, 2u);
+  EXPECT_EQ(batch.latest(odd)->number, 2u);
   ASSERT_TRUE(catalog.commit(batch));
 
   auto history = catalog.versions(odd);
   ASSERT_TRUE(history) << history.error();
   ASSERT_EQ(history->size(), 2u);
   const auto expected = file_version(1, "one");
-  const Version& v = (*history)[0].version;
+  const Version& v = (*history)[0];
   EXPECT_EQ(v.number, 1u);
-  EXPECT_EQ(v.archived_at_ns, expected.version.archived_at_ns);
-  EXPECT_EQ(v.sha256, expected.version.sha256);
+  EXPECT_EQ(v.archived_at_ns, expected.archived_at_ns);
+  EXPECT_EQ(v.sha256, expected.sha256);
   EXPECT_EQ(v.mode, 0100644u);
   EXPECT_EQ(v.mtime_ns, -1'500'000'001);
   EXPECT_EQ(v.dev, 2049u);
   EXPECT_EQ(v.ino, 77u);
   EXPECT_EQ((*history)[0].chunks, expected.chunks);
-  EXPECT_EQ((*history)[1].version.op, Op::Move);
-  EXPECT_EQ((*history)[1].version.moved_from, "/elsewhere/x");
+  EXPECT_EQ((*history)[1].op, Op::Move);
+  EXPECT_EQ((*history)[1].moved_from, "/elsewhere/x");
   auto latest = catalog.latest("/src/link");
   ASSERT_TRUE(latest && *latest);
-  EXPECT_EQ((*latest)->version.link_target, "../target\n");
-  EXPECT_TRUE((*latest)->version.sha256.empty());
+  EXPECT_EQ((*latest)->link_target, "../target\n");
+  EXPECT_TRUE((*latest)->sha256.empty());
   EXPECT_TRUE((*latest)->chunks.empty());
 
   auto children = catalog.children("/src");
@@ -88,6 +88,11 @@ TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
   auto within = catalog.paths_within("/src");
   ASSERT_TRUE(within);
   EXPECT_EQ(within->size(), 4u);  // /src, its two children and the file beneath one
+  EXPECT_TRUE(*catalog.has_children("/src"));
+  EXPECT_FALSE(*catalog.has_children("/src/link"));
+  EXPECT_FALSE(*catalog.has_children("/nowhere"));
+  EXPECT_EQ(*catalog.archived_paths(), (std::vector<std::string>{odd, "/src/link"}));
+  EXPECT_EQ(*catalog.integrity_problems(), "");
   auto root = catalog.children("/");
   ASSERT_TRUE(root);
   EXPECT_EQ(*root, std::vector<std::string>{"/src"});
@@ -161,7 +166,7 @@ TEST(Catalog, TwoProcessesCommitToOneCatalog) {
   for (int w = 0; w < 2; ++w) {
     auto latest = reader->latest("/w" + std::to_string(w));
     ASSERT_TRUE(latest && *latest);
-    EXPECT_EQ((*latest)->version.number, static_cast<std::uint64_t>(kPerWriter));
+    EXPECT_EQ((*latest)->number, static_cast<std::uint64_t>(kPerWriter));
     EXPECT_EQ(reader->versions("/w" + std::to_string(w))->size(), std::size_t{kPerWriter});
   }
 }

@@ -73,7 +73,8 @@ TEST(Concurrency, SecondWriterWaitsForTheFirstOnesHistoryWrite) {
   ASSERT_TRUE(second);
   StoreHooks first_hooks;
   first_hooks.before_write_step = [&](std::string_view step) {
-    if (!armed.exchange(false) || step != "create-temp") return;
+    // Format 1 writes the history through a temporary file, format 2 commits the catalog.
+    if ((step != "create-temp" && step != "catalog-commit") || !armed.exchange(false)) return;
     // The first writer holds the path's lock and is about to write the history. Change the
     // file and let the second writer archive the new state meanwhile.
     ::unlink(link.c_str());
@@ -123,8 +124,8 @@ TEST(Concurrency, ARequestCannotLookWhileAnotherHoldsAnUncommittedLook) {
       second_done = true;
     });
     // Bounded: the second request must still be waiting when this one goes on.
-    second_done_early = test::wait_until([&] { return second_done.load(); },
-                                         std::chrono::milliseconds(500));
+    second_done_early =
+        test::wait_until([&] { return second_done.load(); }, std::chrono::milliseconds(500));
   };
   auto first = Store::open(dir / "archive", Store::Mode::ReadWrite, std::move(hooks));
   ASSERT_TRUE(first);

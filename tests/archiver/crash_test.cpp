@@ -99,7 +99,10 @@ class CrashTest : public ::testing::Test {
       EXPECT_TRUE(std::filesystem::is_empty(archive_ + "/tmp")) << "stale temporary files stay";
     }
     EXPECT_TRUE(finished);
-    EXPECT_GT(step, 15) << "an update of a new path has many write steps";
+    // Format 1: objects, nodes, markers and a history; format 2: a pack and a commit.
+    const bool format1 =
+        Store::open(archive_, Store::Mode::ReadOnly)->format() == ArchiveFormat::V1;
+    EXPECT_GT(step, format1 ? 15 : 4) << "an update of a new path has several write steps";
   }
 
   TempDir dir_;
@@ -117,7 +120,8 @@ TEST_F(CrashTest, KillAtEveryWriteStepOfCreatingTheArchive) {
     run_once(request, step, &status);
     EXPECT_EQ(status, 128 + SIGKILL);
     // Done once a kill came after the archive's skeleton was complete.
-    finished = std::filesystem::exists(archive_ + "/nodes");
+    finished = std::filesystem::exists(archive_ + "/nodes") ||
+               std::filesystem::exists(archive_ + "/catalog.db");
     const auto response = run_once(request, 0);
     ASSERT_TRUE(response) << "step " << step;
     EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
@@ -126,9 +130,7 @@ TEST_F(CrashTest, KillAtEveryWriteStepOfCreatingTheArchive) {
   EXPECT_TRUE(finished);
 }
 
-TEST_F(CrashTest, KillAtEveryWriteStepOfAnUpdate) {
-  kill_at_every_write_step_of_an_update(300000);
-}
+TEST_F(CrashTest, KillAtEveryWriteStepOfAnUpdate) { kill_at_every_write_step_of_an_update(300000); }
 
 // A large file goes through the compression threads and the hashing thread.
 TEST_F(CrashTest, KillAtEveryWriteStepOfALargeUpdateCompressedByThreads) {

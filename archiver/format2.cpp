@@ -1,0 +1,106 @@
+// Where the archive's two formats differ (store_impl.hpp; FORMAT.md, "Format 2"): format 1
+// keeps objects, history files and marker trees; format 2 keeps a catalog, packs of
+// content-defined chunks and one locks file. Everything else (the requests' reconciling,
+// restore) is the same code over both.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "archiver/store_impl.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+// Format 2's locks: one byte of <root>/locks per slot, 2^30 slots (two paths sharing a slot
+// only wait for each other).
+constexpr int kSlotHexDigits = 8;  // of the path's key: 2^32 slots, masked to 2^30 below
+
+}  // namespace
+
+Status Store::Impl::open_format2() {
+  const bool writable = mode == Store::Mode::ReadWrite;
+  if (writable) {
+    if (auto made = disk.make_dir(root + "/packs"); !made) return Error{made.fault().message};
+  }
+  auto opened = Catalog::open(root + "/catalog.db", mode);
+  if (!opened) return Error{opened.error()};
+  catalog.emplace(std::move(*opened));
+  chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, ChunkSizes{},
+                      hooks.cancelled);
+  if (writable) {
+    const std::string file = root + "/locks";
+    locks.reset(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!locks) {
+      return Error{fmt::format("cannot open {}: {}", shown_path(file), std::strerror(errno))};
+    }
+  }
+  return Ok{};
+}
+
+Expected<bool> Store::Impl::has_children(std::string_view path) const {
+  if (format == 1) return path_exists(node_of(path) + ".children");
+  auto any = catalog->has_children(path);
+  if (!any) return retry("archive: " + any.error());
+  return *any;
+}
+
+bool Store::Impl::content_available(const Version& v) const {
+  if (format == 1) return objects.contains(v.sha256);
+  // A version names its blobs; the commit that recorded it recorded them too.
+  return v.is_file() && (v.size == 0 || !v.chunks.empty());
+}
+
+Expected<StoredContent> Store::Impl::store_content(int fd, std::uint64_t size,
+                                                   const std::string& shown,
+                                                   std::vector<std::string>& chunks) {
+  if (format == 1) return objects.store(fd, size, shown);
+  auto stored = chunk_store->store(fd, size, shown, staged);
+  if (!stored) return stored.fault();
+  chunks = std::move(stored->chunks);
+  return StoredContent{std::move(stored->sha256), stored->size, stored->bytes_added};
+}
+
+Result<std::uint64_t> Store::Impl::extract(const Version& v, int fd, bool sparse) {
+  if (format == 1) return objects.extract(v.sha256, fd, sparse);
+  return chunk_store->extract(v.chunks, v.sha256, fd, sparse, &staged);
+}
+
+std::string Store::Impl::lock_rank(std::string_view path) const {
+  const std::string key = key_of(path);
+  if (format == 1) return key;
+  const std::uint64_t slot = std::stoull(key.substr(0, kSlotHexDigits), nullptr, 16) >> 2;
+  return fmt::format("{:08x}", slot);
+}
+
+Expected<std::uint64_t> Store::Impl::commit_version(const std::string& path, const Version& v) {
+  // Whatever happens, what is staged now is committed by this call or never.
+  CatalogBatch batch = std::exchange(staged, CatalogBatch());
+  if (auto synced = chunk_store->sync(); !synced) return synced.fault();
+  batch.add_version(path, v);
+  disk.step("catalog-commit");
+  if (auto done = catalog->commit(batch); !done) return done.fault();
+  // The row's bytes, roughly: fixed fields, the strings, and 32 bytes per blob named.
+  return std::uint64_t{96} + path.size() + v.link_target.size() + v.moved_from.size() +
+         v.moved_to.size() + 32 * v.chunks.size();
+}
+
+Expected<History> Store::Impl::catalog_history(std::string_view path, bool latest_only) const {
+  History history{std::string(path), {}};
+  if (latest_only) {
+    auto latest = catalog->latest(path);
+    if (!latest) return retry("archive: " + latest.error());
+    if (*latest) history.versions.push_back(std::move(**latest));
+    return history;
+  }
+  auto versions = catalog->versions(path);
+  if (!versions) return retry("archive: " + versions.error());
+  history.versions = std::move(*versions);
+  return history;
+}
+
+}  // namespace tw::archive
