@@ -6,7 +6,7 @@ tw_add_test(monitor_integration_tests EXECUTABLES
           ${CMAKE_CURRENT_LIST_DIR}/monitor_supervision_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/monitor_sequences_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/child_environment_test.cpp
-  LIBS timewarp_common timewarp_db
+  LIBS timewarp_common timewarp_db PkgConfig::SQLITE3
   LABELS integration)
 
 # Items retried after newer changes, through the fault-injecting archiver proxy.
