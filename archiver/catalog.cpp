@@ -236,6 +236,26 @@ const BlobRef* CatalogBatch::blob(std::string_view id) const {
   return nullptr;
 }
 
+std::vector<std::string_view> CatalogBatch::paths() const {
+  std::vector<std::string_view> out;
+  for (const auto& [path, version] : versions_) out.push_back(path);
+  return out;
+}
+
+std::vector<Version> CatalogBatch::versions_of(std::string_view path) const {
+  std::vector<Version> out;
+  for (const auto& [p, version] : versions_) {
+    if (p == path) out.push_back(version);
+  }
+  return out;
+}
+
+std::uint64_t CatalogBatch::blob_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [id, ref] : blobs_) total += ref.stored;
+  return total;
+}
+
 Catalog::Catalog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Catalog::Catalog(Catalog&&) noexcept = default;
 Catalog& Catalog::operator=(Catalog&&) noexcept = default;

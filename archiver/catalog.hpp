@@ -26,7 +26,8 @@ namespace tw::archive {
 class CatalogBatch {
  public:
   // A new version of `path` (raw, canonical, absolute), with the blobs of its content
-  // (Version::chunks); its number must follow the latest committed one. The path's ancestors join the tree if they are not in it.
+  // (Version::chunks); its number must follow the latest committed one. The path's ancestors join
+  // the tree if they are not in it.
   void add_version(std::string path, Version version);
   // Where a blob newly written to a pack lives.
   void add_blob(std::string id, BlobRef ref);
@@ -36,6 +37,13 @@ class CatalogBatch {
   // before the commit).
   const Version* latest(std::string_view path) const;
   const BlobRef* blob(std::string_view id) const;
+  // Every staged version's path, in the order added (repeats kept).
+  std::vector<std::string_view> paths() const;
+  // The staged versions of `path`, oldest first.
+  std::vector<Version> versions_of(std::string_view path) const;
+  // The stored bytes of the staged blobs.
+  std::uint64_t blob_bytes() const;
+  std::size_t version_count() const { return versions_.size(); }
 
  private:
   friend class Catalog;

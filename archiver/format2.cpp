@@ -12,6 +12,7 @@
 
 #include "archiver/store_impl.hpp"
 #include "common/escape.hpp"
+#include "common/paths.hpp"
 
 namespace tw::archive {
 namespace {
@@ -44,9 +45,25 @@ Status Store::Impl::open_format2() {
 
 Expected<bool> Store::Impl::has_children(std::string_view path) const {
   if (format == 1) return path_exists(node_of(path) + ".children");
+  for (const auto staged_path : staged.paths()) {
+    if (staged_path != path && path_within(staged_path, path)) return true;
+  }
   auto any = catalog->has_children(path);
   if (!any) return retry("archive: " + any.error());
   return *any;
+}
+
+std::vector<std::string> Store::Impl::staged_within(std::string_view dir, bool direct) const {
+  std::vector<std::string> out;
+  for (const auto staged_path : staged.paths()) {
+    if (!path_within(staged_path, dir)) continue;
+    // The staged path and its ancestors up to `dir`: a commit adds them all to the tree.
+    for (std::string p(staged_path); p != dir; p = parent_path(p)) {
+      if (!direct || parent_path(p) == dir) out.push_back(p);
+    }
+    if (!direct) out.emplace_back(dir);
+  }
+  return out;
 }
 
 bool Store::Impl::content_available(const Version& v) const {
@@ -78,20 +95,68 @@ std::string Store::Impl::lock_rank(std::string_view path) const {
 }
 
 Expected<std::uint64_t> Store::Impl::commit_version(const std::string& path, const Version& v) {
-  // Whatever happens, what is staged now is committed by this call or never.
-  CatalogBatch batch = std::exchange(staged, CatalogBatch());
-  if (auto synced = chunk_store->sync(); !synced) return synced.fault();
-  batch.add_version(path, v);
-  disk.step("catalog-commit");
-  if (auto done = catalog->commit(batch); !done) return done.fault();
+  staged.add_version(path, v);
+  if (!grouping) {
+    if (auto flushed = flush_group(); !flushed) return flushed.fault();
+  }
   // The row's bytes, roughly: fixed fields, the strings, and 32 bytes per blob named.
   return std::uint64_t{96} + path.size() + v.link_target.size() + v.moved_from.size() +
          v.moved_to.size() + 32 * v.chunks.size();
 }
 
+Done Store::Impl::flush_group() {
+  if (format != 2) return Ok{};
+  // Whatever happens, what is staged now is committed by this call or never.
+  CatalogBatch batch = std::exchange(staged, CatalogBatch());
+  Done done = Ok{};
+  if (!batch.empty()) {
+    done = chunk_store->sync();
+    if (done) {
+      disk.step("catalog-commit");
+      done = catalog->commit(batch);
+    }
+  }
+  for (auto it = group_slots.begin(); it != group_slots.end();) {
+    if (step_slots.count(*it) > 0) {
+      ++it;
+      continue;
+    }
+    unlock_slot(*it);
+    it = group_slots.erase(it);
+  }
+  return done;
+}
+
+int Store::Impl::lock_slot(off_t slot, bool try_only) {
+  struct flock range {};
+  range.l_type = F_WRLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = slot;
+  range.l_len = 1;
+  while (::fcntl(locks.get(), try_only ? F_OFD_SETLK : F_OFD_SETLKW, &range) != 0) {
+    if (errno == EAGAIN || errno == EACCES) return EAGAIN;
+    if (errno != EINTR) return errno;
+    if (cancelled()) return EINTR;
+  }
+  return 0;
+}
+
+void Store::Impl::unlock_slot(off_t slot) {
+  struct flock range {};
+  range.l_type = F_UNLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = slot;
+  range.l_len = 1;
+  ::fcntl(locks.get(), F_OFD_SETLK, &range);
+}
+
 Expected<History> Store::Impl::catalog_history(std::string_view path, bool latest_only) const {
   History history{std::string(path), {}};
   if (latest_only) {
+    if (const Version* pending = staged.latest(path)) {
+      history.versions.push_back(*pending);
+      return history;
+    }
     auto latest = catalog->latest(path);
     if (!latest) return retry("archive: " + latest.error());
     if (*latest) history.versions.push_back(std::move(**latest));
@@ -100,6 +165,7 @@ Expected<History> Store::Impl::catalog_history(std::string_view path, bool lates
   auto versions = catalog->versions(path);
   if (!versions) return retry("archive: " + versions.error());
   history.versions = std::move(*versions);
+  for (auto& v : staged.versions_of(path)) history.versions.push_back(std::move(v));
   return history;
 }
 

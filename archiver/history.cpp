@@ -132,10 +132,9 @@ Difference difference(const Version* live, const Version& now) {
   if (live == nullptr || !live->exists()) return Difference::Content;
   if ((live->mode & S_IFMT) != (now.mode & S_IFMT)) return Difference::Content;
   if (S_ISREG(now.mode) || S_ISLNK(now.mode)) {
-    const bool same_content =
-        live->size == now.size && live->mtime_ns == now.mtime_ns &&
-        (now.sha256.empty() || live->sha256 == now.sha256) &&
-        (!S_ISLNK(now.mode) || live->link_target == now.link_target);
+    const bool same_content = live->size == now.size && live->mtime_ns == now.mtime_ns &&
+                              (now.sha256.empty() || live->sha256 == now.sha256) &&
+                              (!S_ISLNK(now.mode) || live->link_target == now.link_target);
     if (!same_content) return Difference::Content;
   } else if (S_ISDIR(now.mode) && live->mtime_ns != now.mtime_ns) {
     return Difference::Metadata;

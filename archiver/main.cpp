@@ -81,9 +81,12 @@ class LineReader {
   Status next(std::string& line) {
     while (true) {
       switch (lines_.next(line)) {
-        case tw::LineBuffer::Status::Line: return Status::Line;
-        case tw::LineBuffer::Status::Overlong: return Status::Overlong;
-        case tw::LineBuffer::Status::NeedMore: break;
+        case tw::LineBuffer::Status::Line:
+          return Status::Line;
+        case tw::LineBuffer::Status::Overlong:
+          return Status::Overlong;
+        case tw::LineBuffer::Status::NeedMore:
+          break;
       }
       if (g_stop.load()) return Status::Stopped;
       struct pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};

@@ -114,7 +114,8 @@ Expected<std::vector<std::string>> list_looked(const SourceLook& look,
 Expected<std::string> read_looked_link(const SourceLook& look, const std::string& shown_path) {
   const auto size = look.st.st_size > 0 ? static_cast<std::size_t>(look.st.st_size) + 1 : PATH_MAX;
   std::string target(size, '\0');
-  const ssize_t n = ::readlinkat(look.parent.get(), look.name.c_str(), target.data(), target.size());
+  const ssize_t n =
+      ::readlinkat(look.parent.get(), look.name.c_str(), target.data(), target.size());
   if (n < 0) {
     if (errno == EINVAL || absent_errno(errno)) {
       return retry(fmt::format("changed while being read: {}", shown_path));

@@ -22,9 +22,9 @@ namespace tw::archive {
 
 struct SourceLook {
   bool present = false;
-  struct stat st {};   // lstat of the path when present
-  UniqueFd parent;     // its parent directory (O_PATH) when present
-  std::string name;    // the last component; "." for "/"
+  struct stat st {};  // lstat of the path when present
+  UniqueFd parent;    // its parent directory (O_PATH) when present
+  std::string name;   // the last component; "." for "/"
   // When present on a pseudo filesystem (common/filesystems.hpp): its name ("proc").
   std::optional<std::string_view> pseudo_filesystem;
 
@@ -48,7 +48,8 @@ UniqueFd open_looked(const SourceLook& look, bool directory);
 
 // The entry names of the directory `look` found (without "." and ".."). Fails with the
 // errno when it cannot be listed.
-Expected<std::vector<std::string>> list_looked(const SourceLook& look, const std::string& shown_path);
+Expected<std::vector<std::string>> list_looked(const SourceLook& look,
+                                               const std::string& shown_path);
 
 // The target of the symlink `look` found; RETRY when it is no longer a link.
 Expected<std::string> read_looked_link(const SourceLook& look, const std::string& shown_path);

@@ -175,16 +175,29 @@ Done Store::Impl::finish_link(std::string_view path) {
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
   if (format == 2) {
     const off_t slot = static_cast<off_t>(std::stoull(lock_rank(path), nullptr, 16));
-    struct flock range {};
-    range.l_type = F_WRLCK;
-    range.l_whence = SEEK_SET;
-    range.l_start = slot;
-    range.l_len = 1;
-    while (::fcntl(locks.get(), F_OFD_SETLKW, &range) != 0) {
-      if (errno != EINTR) return errno_fault(errno, Side::Archive, "locking a path in locks");
-      if (cancelled()) return retry("cancelled");
+    if (!grouping) {
+      if (const int err = lock_slot(slot, false); err != 0) {
+        return err == EINTR ? retry("cancelled")
+                            : errno_fault(err, Side::Archive, "locking a path in locks");
+      }
+      return NodeLock(locks.get(), slot);
     }
-    return NodeLock(locks.get(), slot);
+    if (group_slots.count(slot) == 0) {
+      int err = lock_slot(slot, true);
+      if (err == EAGAIN) {
+        // Never wait while holding the locks of staged versions: make them durable and let
+        // their locks go first (FORMAT.md, "Format 2", Locks).
+        if (auto flushed = flush_group(); !flushed) return flushed.fault();
+        err = lock_slot(slot, false);
+      }
+      if (err != 0) {
+        return err == EINTR ? retry("cancelled")
+                            : errno_fault(err, Side::Archive, "locking a path in locks");
+      }
+      group_slots.insert(slot);
+    }
+    ++step_slots[slot];
+    return NodeLock(&step_slots, slot);
   }
   const std::string base = node_of(path);
   const std::string bucket = parent_path(base);
@@ -212,6 +225,12 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
 }
 
 NodeLock::~NodeLock() {
+  if (step_slots_ != nullptr) {
+    // In a group: the slot stays locked until the flush; only the step lets go of it.
+    const auto held = step_slots_->find(slot_);
+    if (held != step_slots_->end() && --held->second == 0) step_slots_->erase(held);
+    return;
+  }
   if (range_fd_ < 0) return;
   struct flock range {};
   range.l_type = F_UNLCK;
@@ -264,6 +283,8 @@ Result<std::vector<std::string>> Store::Impl::children_except(
   if (format == 2) {
     auto children = catalog->children(path);
     if (!children) return children;
+    for (auto& p : staged_within(path, true)) children->push_back(std::move(p));
+    *children = sorted_once(std::move(*children));
     const std::unordered_set<std::string> skip(except.begin(), except.end());
     std::erase_if(*children,
                   [&](const std::string& child) { return skip.count(base_name(child)) > 0; });
@@ -304,7 +325,12 @@ Result<std::vector<std::string>> Store::Impl::child_paths(std::string_view path,
 
 Result<std::vector<std::string>> Store::Impl::paths_within(std::string_view dir,
                                                            std::uint64_t* unnamed) const {
-  if (format == 2) return catalog->paths_within(dir);
+  if (format == 2) {
+    auto paths = catalog->paths_within(dir);
+    if (!paths) return paths;
+    for (auto& p : staged_within(dir, false)) paths->push_back(std::move(p));
+    return sorted_once(std::move(*paths));
+  }
   std::vector<std::string> paths;
   if (!path_exists(node_of(dir) + ".path") && !path_exists(node_of(dir) + ".history")) return paths;
   std::deque<std::string> pending{std::string(dir)};
@@ -429,6 +455,17 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 const std::string& Store::root() const { return impl_->root; }
+
+void Store::begin_group() { impl_->grouping = impl_->format == 2; }
+
+Status Store::flush() {
+  auto flushed = impl_->flush_group();
+  if (!flushed) return Error{flushed.fault().message};
+  return Ok{};
+}
+
+std::size_t Store::staged_versions() const { return impl_->staged.version_count(); }
+std::uint64_t Store::staged_bytes() const { return impl_->staged.blob_bytes(); }
 
 ArchiveFormat Store::format() const {
   return impl_->format == 2 ? ArchiveFormat::V2 : ArchiveFormat::V1;

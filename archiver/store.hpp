@@ -171,6 +171,19 @@ class Store {
   ArchiveResult remove(std::string_view path);  // DELETE
   ArchiveResult move(std::string_view from, std::string_view to);
 
+  // Group commit (format 2; on format 1 every version is durable when its request
+  // returns, and these change nothing). After begin_group(), the requests' versions are
+  // staged and their paths stay locked until flush(), which makes all of them durable at
+  // once (one pack sync, one catalog commit) and releases the locks. A request answered
+  // COMPLETE in a group may be reported as such only once flush() has succeeded; a failed
+  // flush loses the whole group (its requests are to be answered FAILED RETRY). Reads
+  // through this Store see what is staged.
+  void begin_group();
+  Status flush();
+  // How many versions and content bytes wait for flush(), and since when.
+  std::size_t staged_versions() const;
+  std::uint64_t staged_bytes() const;
+
   // The history of `path`, oldest first; empty when it was never archived.
   Result<std::vector<Version>> versions(std::string_view path) const;
   // Every archived path at or beneath `dir` (including ones known only as parents), sorted.

@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,10 +39,13 @@ class NodeLock {
   NodeLock() = default;
   NodeLock(UniqueFd fd, std::string file) : fd_(std::move(fd)), file_(std::move(file)) {}
   NodeLock(int locks_fd, off_t slot) : range_fd_(locks_fd), slot_(slot) {}
+  // Format 2 in a group: the slot stays locked past this object, until the group's flush.
+  NodeLock(std::map<off_t, int>* step_slots, off_t slot) : step_slots_(step_slots), slot_(slot) {}
   NodeLock(NodeLock&& other) noexcept
       : fd_(std::move(other.fd_)),
         file_(std::move(other.file_)),
         range_fd_(std::exchange(other.range_fd_, -1)),
+        step_slots_(std::exchange(other.step_slots_, nullptr)),
         slot_(other.slot_) {}
   NodeLock& operator=(NodeLock&&) = delete;
   ~NodeLock();
@@ -52,6 +57,7 @@ class NodeLock {
   UniqueFd fd_;  // format 1: closing it releases the lock
   std::string file_;
   int range_fd_ = -1;  // format 2: the descriptor of <root>/locks holding byte `slot_`
+  std::map<off_t, int>* step_slots_ = nullptr;  // format 2 in a group: the holders' count
   off_t slot_ = 0;
 };
 
@@ -76,6 +82,11 @@ struct Store::Impl {
   std::optional<ChunkStore> chunk_store;
   UniqueFd locks;
   CatalogBatch staged;
+  // Group commit (Store::begin_group): slots held by a live NodeLock (the step under way),
+  // with how many hold each, and slots held for versions staged but not yet flushed.
+  bool grouping = false;
+  std::map<off_t, int> step_slots;
+  std::set<off_t> group_slots;
 
   bool cancelled() const { return hooks.cancelled && hooks.cancelled(); }
 
@@ -138,6 +149,16 @@ struct Store::Impl {
   // Format 2: commits `v` as the newest version of `path`, with the blobs staged for it:
   // the pack synced first, then one catalog transaction. Returns the bytes of its row.
   Expected<std::uint64_t> commit_version(const std::string& path, const Version& v);
+  // Format 2: makes every staged version durable and releases the group's locks but
+  // those of the step under way.
+  Done flush_group();
+  // Format 2: locks `slot` of <root>/locks (waiting for another holder unless `try_only`).
+  // Returns 0, EAGAIN when `try_only` found it held, or another errno.
+  int lock_slot(off_t slot, bool try_only);
+  void unlock_slot(off_t slot);
+  // Format 2: the staged paths within `dir`, with their ancestors below it (`direct`: only
+  // those directly beneath it; else `dir` too when any). Unsorted, repeats possible.
+  std::vector<std::string> staged_within(std::string_view dir, bool direct) const;
   // Format 2: the history of `path`, or with `latest_only` just its latest version.
   Expected<History> catalog_history(std::string_view path, bool latest_only) const;
 

@@ -72,7 +72,8 @@ std::optional<std::int64_t> to_ns(std::int64_t seconds, std::int64_t ns) {
     ns -= kNsPerSecond;
   }
   std::int64_t out = 0;
-  if (__builtin_mul_overflow(seconds, kNsPerSecond, &out) || __builtin_add_overflow(out, ns, &out)) {
+  if (__builtin_mul_overflow(seconds, kNsPerSecond, &out) ||
+      __builtin_add_overflow(out, ns, &out)) {
     return std::nullopt;
   }
   return out;
@@ -86,9 +87,10 @@ Error bad_time(std::string_view text) {
 }
 
 Error out_of_range(std::string_view text) {
-  return Error{fmt::format("bad time '{}': out of range (the archive keeps nanoseconds since "
-                           "1970 in 64 bits: {} to {})",
-                           text, format_time_ns(INT64_MIN), format_time_ns(INT64_MAX))};
+  return Error{
+      fmt::format("bad time '{}': out of range (the archive keeps nanoseconds since "
+                  "1970 in 64 bits: {} to {})",
+                  text, format_time_ns(INT64_MIN), format_time_ns(INT64_MAX))};
 }
 
 // "[-]seconds[.fraction]"; the sign applies to the fraction too ("-0.5" is half a second
@@ -229,8 +231,8 @@ Result<std::int64_t> parse_time_ns(std::string_view text) {
       if (pos < text.size()) om = digits(text, pos, 2);
       if (!om) return bad();
       if (*oh > 23 || *om > 59) {
-        return refuse(fmt::format("zone offset {}{:02}:{:02} is not within -23:59 to +23:59", z,
-                                  *oh, *om));
+        return refuse(
+            fmt::format("zone offset {}{:02}:{:02} is not within -23:59 to +23:59", z, *oh, *om));
       }
       offset = (*oh * 3600 + *om * 60) * (z == '+' ? 1 : -1);
     }

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -657,6 +658,87 @@ TEST_F(StoreTest, ReadOnlyOpenRefusesSomethingThatIsNotAnArchive) {
   write_file(dir_ / "busy/some-file", "x");
   EXPECT_FALSE(Store::open(dir_ / "busy", Store::Mode::ReadWrite))
       << "must not litter a directory that is not an archive";
+}
+
+// Group commit (format 2): versions staged in a group are seen by their own store, by no
+// other before the flush, and by every one after it; a request later in the group
+// reconciles with what is staged (a directory deleted after a new file inside it was
+// archived tombstones that file too).
+TEST_F(StoreTest, AGroupIsSeenByItsStoreAloneUntilItsFlush) {
+  Store store = open();
+  Store other = open();
+  ASSERT_EQ(store.format(), ArchiveFormat::V2);
+  write_file(dir_ / "src/d/new", "staged");
+  write_file(dir_ / "src/e/other", "also");
+  expect_complete(store.update(dir_ / "src/e/other"));  // committed before the group
+  store.begin_group();
+  expect_complete(store.update(dir_ / "src/d/new"));
+  expect_complete(store.update(dir_ / "src/d"));
+  EXPECT_EQ(store.staged_versions(), 2u);
+  EXPECT_GT(store.staged_bytes(), 0u);
+  EXPECT_EQ(store.versions(dir_ / "src/d/new")->size(), 1u);
+  EXPECT_TRUE(other.versions(dir_ / "src/d/new")->empty());
+  auto within = store.paths_within(dir_ / "src/d");
+  ASSERT_TRUE(within);
+  EXPECT_EQ(*within, (std::vector<std::string>{dir_ / "src/d", dir_ / "src/d/new"}));
+  // The directories go: every child, staged or committed, gets its tombstone in the group.
+  std::filesystem::remove_all(dir_ / "src/d");
+  std::filesystem::remove_all(dir_ / "src/e");
+  expect_complete(store.remove(dir_ / "src/d"));
+  expect_complete(store.remove(dir_ / "src/e"));
+  ASSERT_TRUE(store.flush());
+  EXPECT_EQ(store.staged_versions(), 0u);
+  auto history = other.versions(dir_ / "src/d/new");
+  ASSERT_TRUE(history);
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_FALSE(history->back().exists());
+  EXPECT_FALSE(other.versions(dir_ / "src/e/other")->back().exists());
+  EXPECT_TRUE(other.verify().ok());
+}
+
+// Two stores each holding the lock of a staged path and wanting the other's: neither waits
+// while it holds its group's locks (it flushes first), so both finish.
+TEST_F(StoreTest, TwoGroupsWantingEachOthersPathsDoNotDeadlock) {
+  write_file(dir_ / "src/x", "x");
+  write_file(dir_ / "src/y", "y");
+  Store a = open();
+  Store b = open();
+  a.begin_group();
+  b.begin_group();
+  expect_complete(a.update(dir_ / "src/x"));
+  expect_complete(b.update(dir_ / "src/y"));
+  write_file(dir_ / "src/x", "x2");
+  write_file(dir_ / "src/y", "y2");
+  ArchiveResult from_a;
+  std::thread t([&] { from_a = a.update(dir_ / "src/y"); });
+  expect_complete(b.update(dir_ / "src/x"));
+  t.join();
+  expect_complete(from_a);
+  ASSERT_TRUE(a.flush());
+  ASSERT_TRUE(b.flush());
+  Store reader = open();
+  EXPECT_EQ(reader.versions(dir_ / "src/x")->size(), 2u);
+  EXPECT_EQ(reader.versions(dir_ / "src/y")->size(), 2u);
+  EXPECT_TRUE(reader.verify().ok());
+}
+
+// A format-1 archive stays format 1: read, written and verified by the format-1 code.
+TEST_F(StoreTest, AFormat1ArchiveStaysFormat1) {
+  {
+    auto v1 = Store::open(dir_ / "old", Store::Mode::ReadWrite, {}, {}, ArchiveFormat::V1);
+    ASSERT_TRUE(v1) << v1.error();
+    write_file(dir_ / "src/f", "one");
+    expect_complete(v1->update(dir_ / "src/f"));
+  }
+  auto store = Store::open(dir_ / "old", Store::Mode::ReadWrite);
+  ASSERT_TRUE(store) << store.error();
+  EXPECT_EQ(store->format(), ArchiveFormat::V1);
+  write_file(dir_ / "src/f", "two");
+  expect_complete(store->update(dir_ / "src/f"));
+  EXPECT_EQ(store->versions(dir_ / "src/f")->size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "old/nodes"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "old/catalog.db"));
+  EXPECT_TRUE(store->verify().ok());
 }
 
 }  // namespace
