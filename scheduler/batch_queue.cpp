@@ -38,7 +38,8 @@ std::size_t BatchQueue::first_free() const {
     auto paths = touched(items_[i]);
     if (!conflicts(paths, busy)) return i;
     // A held-back item holds back whatever comes after it on the same paths.
-    busy.insert(busy.end(), std::make_move_iterator(paths.begin()), std::make_move_iterator(paths.end()));
+    busy.insert(busy.end(), std::make_move_iterator(paths.begin()),
+                std::make_move_iterator(paths.end()));
   }
   return items_.size();
 }
@@ -61,6 +62,17 @@ std::optional<db::ClaimedItem> BatchQueue::pop(const std::atomic<bool>& leave) {
     return index < items_.size() || (closed_ && items_.empty());
   });
   if (leave.load() || index >= items_.size()) return std::nullopt;
+  return take(lock, index);
+}
+
+std::optional<db::ClaimedItem> BatchQueue::try_pop() {
+  std::unique_lock lock(mutex_);
+  const std::size_t index = first_free();
+  if (index >= items_.size()) return std::nullopt;
+  return take(lock, index);
+}
+
+db::ClaimedItem BatchQueue::take(std::unique_lock<std::mutex>& lock, std::size_t index) {
   db::ClaimedItem item = std::move(items_[index]);
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(index));
   in_flight_.emplace(item.id, touched(item));

@@ -29,8 +29,7 @@ class BatchQueue {
   // `wake` is called (from a consumer's thread, outside the lock) when a pop leaves exactly
   // `low_water` items waiting, time to claim more, and when the queue goes idle. Nothing
   // else wakes the main thread, so a drain costs it no wake-up per item.
-  BatchQueue(std::size_t low_water, Wake wake)
-      : low_water_(low_water), wake_(std::move(wake)) {}
+  BatchQueue(std::size_t low_water, Wake wake) : low_water_(low_water), wake_(std::move(wake)) {}
   BatchQueue() = default;
 
   void push(std::vector<db::ClaimedItem> batch) EXCLUDES(mutex_);
@@ -40,6 +39,8 @@ class BatchQueue {
   // item popped counts as in flight until the caller calls finished().
   std::optional<db::ClaimedItem> pop(const std::atomic<bool>& leave) EXCLUDES(mutex_);
   void finished(std::int64_t id) EXCLUDES(mutex_);
+  // As pop(), without waiting: nothing when no item is free to go now.
+  std::optional<db::ClaimedItem> try_pop() EXCLUDES(mutex_);
 
   // True when no item waits and none is in flight.
   bool idle() const EXCLUDES(mutex_);
@@ -63,6 +64,9 @@ class BatchQueue {
   std::condition_variable cv_;
   // Index in items_ of the first item free to go, or items_.size() when none is.
   std::size_t first_free() const REQUIRES(mutex_);
+  // With `lock` (of mutex_) held: removes item `index`, counts it in flight, and unlocks
+  // (waking the main thread at the low-water mark).
+  db::ClaimedItem take(std::unique_lock<std::mutex>& lock, std::size_t index);
 
   std::deque<db::ClaimedItem> items_ GUARDED_BY(mutex_);
   std::size_t high_water_ GUARDED_BY(mutex_) = 0;

@@ -30,7 +30,9 @@ Consumer::~Consumer() {
   join();
 }
 
-void Consumer::start() { thread_ = std::thread([this] { run(); }); }
+void Consumer::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void Consumer::retire() {
   leave_.store(true);
@@ -79,22 +81,65 @@ void Consumer::wait_for_pacer() {
   while (!leave_.load()) {
     const auto wait = pacer_->delay(Pacer::Clock::now());
     if (wait <= Pacer::Clock::duration::zero()) return;
-    std::this_thread::sleep_for(std::min<Pacer::Clock::duration>(wait, std::chrono::milliseconds(50)));
+    std::this_thread::sleep_for(
+        std::min<Pacer::Clock::duration>(wait, std::chrono::milliseconds(50)));
   }
 }
 
+bool Consumer::pacer_allows() const {
+  return pacer_ == nullptr || pacer_->delay(Pacer::Clock::now()) <= Pacer::Clock::duration::zero();
+}
+
+void Consumer::set_busy(bool busy) {
+  if (busy_.exchange(busy) == busy) return;
+  if (options_.busy_gauge == nullptr) return;
+  if (busy) {
+    options_.busy_gauge->enter();
+  } else {
+    options_.busy_gauge->leave();
+  }
+}
+
+std::size_t Consumer::window() const {
+  return pacer_ != nullptr || !suspects_.empty() ? 1 : kWindow;
+}
+
 void Consumer::run() {
-  while (!leave_.load()) {
-    if (!ensure_archiver()) continue;
-    wait_for_pacer();
-    auto item = queue_.pop(leave_);
-    if (!item) break;
-    busy_.store(true);
-    if (options_.busy_gauge) options_.busy_gauge->enter();
-    process(*item);
-    if (options_.busy_gauge) options_.busy_gauge->leave();
-    busy_.store(false);
-    queue_.finished(item->id);
+  // A retiring consumer takes nothing new but finishes what it has taken.
+  while (!leave_.load() || !in_flight_.empty() || !suspects_.empty()) {
+    if (in_flight_.empty()) {
+      if (!ensure_archiver()) {
+        if (leave_.load()) {
+          // Stopping with no archiver to run them: they go back to the queue to run later.
+          while (!suspects_.empty()) {
+            fail(Sent{std::move(suspects_.front()), epoch_seconds()}, false,
+                 "the scheduler stopped before the item could run again");
+            suspects_.pop_front();
+          }
+          set_busy(false);
+        }
+        continue;
+      }
+      wait_for_pacer();
+      if (!suspects_.empty()) {
+        db::ClaimedItem item = std::move(suspects_.front());
+        suspects_.pop_front();
+        send(std::move(item));
+        continue;
+      }
+      auto item = queue_.pop(leave_);
+      if (!item) break;
+      send(std::move(*item));
+      continue;
+    }
+    // Keep the window full with items free to go now; otherwise wait for an answer.
+    if (!leave_.load() && archiver_ && in_flight_.size() < window() && pacer_allows()) {
+      if (auto item = queue_.try_pop()) {
+        send(std::move(*item));
+        continue;
+      }
+    }
+    receive();
   }
   if (archiver_) {
     // EOF on stdin tells the archiver to exit; terminate() waits, then escalates.
@@ -102,70 +147,100 @@ void Consumer::run() {
     if (!archiver_->wait_exit(options_.stop_grace)) archiver_->terminate(options_.stop_grace);
     archiver_.reset();
   }
+  set_busy(false);
   finished_.store(true);
   notify_();
 }
 
-void Consumer::process(const db::ClaimedItem& item) {
-  const double started = epoch_seconds();
-  // The outcome applies to the item and to every change coalesced into it.
-  const auto complete = [&](std::uint64_t bytes, std::uint64_t cpu, const std::string& note) {
-    const double finished = epoch_seconds();
-    reporter_.add(db::Completion{item.id, bytes, cpu, started, finished, note});
-    const std::string folded = fmt::format("coalesced into item {}", item.id);
-    for (const auto f : item.followers) reporter_.add(db::Completion{f, 0, 0, started, finished, folded});
-  };
-  const auto fail = [&](bool permanent, const std::string& message) {
-    const double finished = epoch_seconds();
-    reporter_.add(db::Failure{item.id, permanent, message, started, finished});
-    for (const auto f : item.followers) reporter_.add(db::Failure{f, permanent, message, started, finished});
-  };
-  const std::string request =
-      format_request(Request{item.id, item.op, item.path, item.dest_path});
+void Consumer::complete(const Sent& sent, std::uint64_t bytes, std::uint64_t cpu) {
+  const double finished = epoch_seconds();
+  reporter_.add(db::Completion{sent.item.id, bytes, cpu, sent.started, finished, {}});
+  const std::string folded = fmt::format("coalesced into item {}", sent.item.id);
+  for (const auto f : sent.item.followers) {
+    reporter_.add(db::Completion{f, 0, 0, sent.started, finished, folded});
+  }
+  queue_.finished(sent.item.id);
+}
+
+void Consumer::fail(const Sent& sent, bool permanent, const std::string& message) {
+  const double finished = epoch_seconds();
+  reporter_.add(db::Failure{sent.item.id, permanent, message, sent.started, finished});
+  for (const auto f : sent.item.followers) {
+    reporter_.add(db::Failure{f, permanent, message, sent.started, finished});
+  }
+  queue_.finished(sent.item.id);
+}
+
+void Consumer::archiver_failed(const std::string& message) {
+  if (in_flight_.size() == 1) {
+    const Sent sent = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    fail(sent, false, message);
+  } else if (!in_flight_.empty()) {
+    spdlog::info("consumer {}: {} items were in flight ({}); sending them again one at a time",
+                 index_, in_flight_.size(), message);
+    for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
+      suspects_.push_front(std::move(it->item));
+    }
+    in_flight_.clear();
+  }
+  if (suspects_.empty()) set_busy(false);
+}
+
+void Consumer::send(db::ClaimedItem item) {
+  set_busy(true);
+  const std::string request = format_request(Request{item.id, item.op, item.path, item.dest_path});
+  in_flight_.push_back(Sent{std::move(item), epoch_seconds()});
   if (!archiver_->write_line(request)) {
     kill_archiver("stopped reading requests");
-    fail(false, "archiver died before taking the item");
-    return;
+    archiver_failed("archiver died before taking the item");
   }
+}
+
+void Consumer::receive() {
   std::string line;
   const auto status = archiver_->read_line(line, options_.item_timeout);
   switch (status) {
     case ChildProcess::ReadStatus::Timeout:
       kill_archiver("exceeded item_timeout");
-      fail(false, fmt::format("archiver exceeded item_timeout ({} s)",
-                              options_.item_timeout.count() / 1000.0));
+      archiver_failed(fmt::format("archiver exceeded item_timeout ({} s)",
+                                  options_.item_timeout.count() / 1000.0));
       return;
     case ChildProcess::ReadStatus::Eof:
       kill_archiver("exited while working");
-      fail(false, "archiver exited while working on the item");
+      archiver_failed("archiver exited while working on the item");
       return;
     case ChildProcess::ReadStatus::Overlong:
       kill_archiver("answered garbage");
-      fail(false, "archiver answered garbage: an over-long line");
+      archiver_failed("archiver answered garbage: an over-long line");
       return;
     case ChildProcess::ReadStatus::Line:
       break;
   }
+  const std::int64_t expected = in_flight_.front().item.id;
   auto response = parse_response(line);
-  if (!response || response->id != item.id) {
+  if (!response || response->id != expected) {
     kill_archiver("answered garbage");
-    fail(false, response ? fmt::format("archiver answered for item {} instead", response->id)
-                         : fmt::format("archiver answered garbage: {}", response.error()));
+    archiver_failed(response ? fmt::format("archiver answered for item {} instead", response->id)
+                             : fmt::format("archiver answered garbage: {}", response.error()));
     return;
   }
+  const Sent sent = std::move(in_flight_.front());
+  in_flight_.pop_front();
   restart_backoff_ = std::chrono::milliseconds(0);
   if (pacer_) pacer_->charge(response->cpu_us, response->archive_bytes, Pacer::Clock::now());
   switch (response->outcome) {
     case Outcome::Complete:
-      complete(response->archive_bytes, response->cpu_us, {});
-      return;
+      complete(sent, response->archive_bytes, response->cpu_us);
+      break;
     case Outcome::FailedPermanent:
-      fail(true, response->message);
-      return;
+      fail(sent, true, response->message);
+      break;
     case Outcome::FailedRetry:
-      fail(false, response->message);
-      return;
+      fail(sent, false, response->message);
+      break;
   }
+  if (in_flight_.empty()) set_busy(false);
 }
 
 }  // namespace tw::scheduler

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -56,7 +57,12 @@ class Consumer : NonCopyable {
   ~Consumer();
 
   void start();
-  // Asks the consumer to leave once its current item is done; returns at once.
+  // Up to this many requests are written to the archiver before the oldest is answered,
+  // so an archiver can make several versions durable with one sync (group commit);
+  // responses come back in request order.
+  static constexpr std::size_t kWindow = 32;
+
+  // Asks the consumer to leave once the items it has sent are done; returns at once.
   void retire();
   void join();
 
@@ -66,11 +72,32 @@ class Consumer : NonCopyable {
   bool finished() const { return finished_.load(); }
 
  private:
+  struct Sent {
+    db::ClaimedItem item;
+    double started = 0;  // epoch seconds, when the request was written
+  };
+
   void run();
   bool ensure_archiver();
-  void process(const db::ClaimedItem& item);
+  // Writes the request of `item` to the archiver; on failure every item in flight fails.
+  void send(db::ClaimedItem item);
+  // Reads one response, for the oldest item in flight, and reports it.
+  void receive();
+  // Reports the outcome of `sent` (and of the changes coalesced into it) and lets it go.
+  void complete(const Sent& sent, std::uint64_t bytes, std::uint64_t cpu);
+  void fail(const Sent& sent, bool permanent, const std::string& message);
+  // The archiver is gone or not to be trusted. With one item in flight, that item fails
+  // (RETRY) with `message`. With several, which one caused it is unknown: none is charged
+  // an attempt; they are sent again one at a time (suspects_), so a fault among them is
+  // charged to the one that causes it.
+  void archiver_failed(const std::string& message);
+  // How many requests may be in flight now: one while suspects wait or a pacer limits
+  // (it needs each answer's figures before the next dispatch), else kWindow.
+  std::size_t window() const;
   void kill_archiver(const char* why);
   void wait_for_pacer();
+  bool pacer_allows() const;
+  void set_busy(bool busy);
 
   // Constant after construction.
   const int index_;
@@ -84,6 +111,8 @@ class Consumer : NonCopyable {
   Pacer* const pacer_;
   std::unique_ptr<ChildProcess> archiver_;
   std::chrono::milliseconds restart_backoff_{0};
+  std::deque<Sent> in_flight_;            // written to the archiver, oldest first, not yet answered
+  std::deque<db::ClaimedItem> suspects_;  // in flight when an archiver failed: sent again
 
   std::atomic<bool> leave_{false};
   std::atomic<bool> busy_{false};
