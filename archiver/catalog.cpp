@@ -275,7 +275,16 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
   sqlite3_extended_result_codes(raw, 1);
   if (writable) {
     // WAL: readers never block the writer; FULL: a commit is durable when it returns.
-    if (auto s = impl->exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
+    // Switching to WAL takes the database alone; a catalog in use is in WAL already.
+    bool wal = false;
+    {
+      auto mode_now = impl->statement("PRAGMA journal_mode");
+      if (!mode_now) return Error{mode_now.error()};
+      wal = sqlite3_step(*mode_now) == SQLITE_ROW && column_bytes(*mode_now, 0) == "wal";
+    }  // reset here: no statement may stay open while the mode changes
+    if (!wal) {
+      if (auto s = impl->exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
+    }
     if (auto s = impl->exec("PRAGMA synchronous=FULL"); !s) return Error{s.error()};
     // Keep -wal and -shm when the last writer closes: a reader that may not write in the
     // archive (an operator's `timewarp check`) can only open a WAL database whose files

@@ -3,6 +3,7 @@
 // content-defined chunks and one locks file. Everything else (the requests' reconciling,
 // restore) is the same code over both.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -28,18 +29,27 @@ Status Store::Impl::open_format2() {
   if (writable) {
     if (auto made = disk.make_dir(root + "/packs"); !made) return Error{made.fault().message};
   }
-  auto opened = Catalog::open(root + "/catalog.db", mode);
-  if (!opened) return Error{opened.error()};
-  catalog.emplace(std::move(*opened));
-  chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, ChunkSizes{},
-                      hooks.cancelled);
   if (writable) {
     const std::string file = root + "/locks";
     locks.reset(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
     if (!locks) {
       return Error{fmt::format("cannot open {}: {}", shown_path(file), std::strerror(errno))};
     }
+    // Writers set the catalog up one at a time (two archivers starting on a new archive
+    // would otherwise race to switch it to WAL). flock(2) is independent of the byte-range
+    // locks the paths take on the same file.
+    while (::flock(locks.get(), LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        return Error{fmt::format("cannot lock {}: {}", shown_path(file), std::strerror(errno))};
+      }
+    }
   }
+  auto opened = Catalog::open(root + "/catalog.db", mode);
+  if (writable) ::flock(locks.get(), LOCK_UN);
+  if (!opened) return Error{opened.error()};
+  catalog.emplace(std::move(*opened));
+  chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, ChunkSizes{},
+                      hooks.cancelled);
   return Ok{};
 }
 

@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
 #include "archive_test_util.hpp"
 #include "archiver/store.hpp"
 #include "common/escape.hpp"
@@ -54,6 +57,33 @@ TEST(Concurrency, TwoArchiversOnOnePathKeepEveryVersionOnce) {
     EXPECT_EQ((*versions)[static_cast<std::size_t>(i)].link_target, fmt::format("target-{}", i));
   }
   EXPECT_TRUE(store->verify().ok());
+}
+
+// Several archivers started at once on a root that is not an archive yet: every one opens
+// the archive it makes together with the others, and answers.
+TEST(Concurrency, ArchiversStartingTogetherOnANewRootAllWork) {
+  for (int round = 0; round < 5; ++round) {
+    test::TempDir dir;
+    test::write_file(dir / "file", "content");
+    ArchiverProcess::Options o;
+    o.args = {"--backup-root=" + (dir / "archive"), "--log-level=error"};
+    std::vector<std::unique_ptr<ArchiverProcess>> archivers;
+    for (int i = 0; i < 6; ++i) archivers.push_back(std::make_unique<ArchiverProcess>(o));
+    for (std::size_t i = 0; i < archivers.size(); ++i) {
+      ASSERT_TRUE(
+          archivers[i]->send(std::to_string(i + 1) + "\tUPDATE\t" + escape_bytes(dir / "file")));
+    }
+    for (auto& archiver : archivers) {
+      const auto answer = archiver->read_line();
+      ASSERT_TRUE(answer) << "round " << round;
+      EXPECT_EQ(fields(*answer)[1], "COMPLETE") << *answer;
+      archiver->close_stdin();
+      EXPECT_EQ(archiver->wait(), 0);
+    }
+    auto store = Store::open(dir / "archive", Store::Mode::ReadOnly);
+    ASSERT_TRUE(store) << store.error();
+    EXPECT_EQ(store->versions(dir / "file")->size(), 1u);
+  }
 }
 
 TEST(Concurrency, SecondWriterWaitsForTheFirstOnesHistoryWrite) {
