@@ -17,7 +17,8 @@ namespace tw::archive {
 namespace {
 
 // Version 1 of the catalog's schema (PRAGMA user_version). Digests are stored as their 32
-// bytes; `chunks` is the concatenation of a file's blob ids.
+// bytes; `chunks` is the concatenation of a file's blob ids, NULL when the file is one chunk
+// (its blob is then the content's own digest) or has none.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS nodes(
   id INTEGER PRIMARY KEY,
@@ -185,6 +186,8 @@ struct Catalog::Impl {
     for (std::size_t at = 0; at + 32 <= chunks.size(); at += 32) {
       v.chunks.push_back(digest_hex(std::string_view(chunks).substr(at, 32)));
     }
+    // A file of one chunk, the content itself, is stored without its list (see commit()).
+    if (chunks.empty() && v.exists() && v.is_file() && v.size > 0) v.chunks.push_back(v.sha256);
     return v;
   }
 
@@ -291,6 +294,12 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     // exist already.
     int persist = 1;
     sqlite3_file_control(raw, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+    // ... but empty: a checkpointed WAL is cut back to nothing rather than kept at its
+    // largest (4 MiB and more of a small archive's size).
+    if (auto s = impl->exec("PRAGMA journal_size_limit=0"); !s) return Error{s.error()};
+    // A checkpoint every 256 pages (1 MiB) instead of 1,000: the WAL a running archive
+    // carries stays small, for one more sync of the catalog every 256 pages written.
+    if (auto s = impl->exec("PRAGMA wal_autocheckpoint=256"); !s) return Error{s.error()};
     if (auto s = impl->exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
     if (auto s = impl->exec(kSchema); !s) return Error{s.error()};
   }
@@ -423,8 +432,12 @@ Done Catalog::commit(const CatalogBatch& batch) {
         "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     if (!s) return fail(s.error());
     const std::string_view op = to_string(v.op);
+    // The list of blobs, left out when it is just the content's own digest (a file of one
+    // chunk: most files), which the reader puts back.
     std::string chunks;
-    for (const auto& id : v.chunks) chunks += digest_bytes(id);
+    if (!(v.chunks.size() == 1 && v.chunks.front() == v.sha256)) {
+      for (const auto& id : v.chunks) chunks += digest_bytes(id);
+    }
     sqlite3_bind_int64(*s, 1, *node);
     sqlite3_bind_int64(*s, 2, static_cast<sqlite3_int64>(v.number));
     sqlite3_bind_int64(*s, 3, v.archived_at_ns);

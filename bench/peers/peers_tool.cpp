@@ -298,9 +298,16 @@ int versions(const std::string& dir, long count, long window, const std::string&
   last.allocated = allocated;
   child->close_stdin();
   child->wait_exit(std::chrono::seconds(30));
+  // Where the history lives: format 1's history file, or format 2's catalog (every path's).
   std::uintmax_t history = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(root + "/nodes")) {
-    if (entry.path().extension() == ".history") history = std::max(history, entry.file_size());
+  if (fs::exists(root + "/nodes")) {
+    for (const auto& entry : fs::recursive_directory_iterator(root + "/nodes")) {
+      if (entry.path().extension() == ".history") history = std::max(history, entry.file_size());
+    }
+  } else {
+    for (const char* file : {"/catalog.db", "/catalog.db-wal"}) {
+      if (fs::exists(root + file)) history += fs::file_size(root + file);
+    }
   }
   std::cout << fmt::format("  {} versions in {:.1f} s ({:.2f} ms/version), {} failed\n", count,
                            seconds, seconds * 1000 / static_cast<double>(count), failed);
