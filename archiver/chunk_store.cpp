@@ -34,7 +34,8 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
                                            const std::string& shown, CatalogBatch& batch) {
   ChunkedContent out;
   Sha256 whole;
-  ChunkReader reader(chunker_, fd, shown);
+  std::string whole_done;  // the content's digest, when it was taken early (one chunk)
+  ChunkReader reader(chunker_, fd, shown, read_buffer_);
   for (;;) {
     if (cancelled_ && cancelled_()) return retry("cancelled");
     auto chunk = reader.next();
@@ -42,7 +43,15 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
     if (chunk->empty()) break;
     const std::string_view bytes(reinterpret_cast<const char*>(chunk->data()), chunk->size());
     whole.update(bytes);
-    std::string id = sha256_hex(bytes);
+    // A file of one chunk (the first chunk, and the reader found its end): its blob's id
+    // is the content's own digest, so it is hashed once.
+    std::string id;
+    if (reader.offset() == bytes.size() && reader.at_end()) {
+      id = whole.hex_digest();
+      whole_done = id;
+    } else {
+      id = sha256_hex(bytes);
+    }
     if (batch.blob(id) == nullptr) {
       auto known = catalog_.blob(id);
       if (!known) return retry(known.error());
@@ -63,7 +72,7 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
     fault.changed = true;
     return fault;
   }
-  out.sha256 = whole.hex_digest();
+  out.sha256 = whole_done.empty() ? whole.hex_digest() : whole_done;
   return out;
 }
 

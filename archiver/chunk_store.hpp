@@ -62,6 +62,7 @@ class ChunkStore {
   Chunker chunker_;
   PackWriter pack_;
   BlobCompressor compressor_;
+  std::vector<std::uint8_t> read_buffer_;  // the chunk reader's, kept between files
   std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
 };
 

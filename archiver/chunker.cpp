@@ -83,8 +83,11 @@ std::size_t Chunker::cut(std::span<const std::uint8_t> data) const {
   return limit;
 }
 
-ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown)
-    : chunker_(chunker), fd_(fd), shown_(std::move(shown)), buffer_(2 * chunker.sizes().max) {}
+ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown,
+                         std::vector<std::uint8_t>& buffer)
+    : chunker_(chunker), fd_(fd), shown_(std::move(shown)), buffer_(buffer) {
+  if (buffer_.size() < 2 * chunker.sizes().max) buffer_.resize(2 * chunker.sizes().max);
+}
 
 Done ChunkReader::fill() {
   const std::size_t want = chunker_.sizes().max;

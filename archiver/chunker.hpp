@@ -54,14 +54,17 @@ class Chunker {
 // buffer of 2 x sizes.max bytes, so a file of any size takes bounded memory.
 class ChunkReader {
  public:
-  // `shown` names the file in messages (shown_path).
-  ChunkReader(const Chunker& chunker, int fd, std::string shown);
+  // `shown` names the file in messages (shown_path). `buffer` (grown to 2 x sizes.max) is
+  // the caller's, so that many files in a row reuse one allocation.
+  ChunkReader(const Chunker& chunker, int fd, std::string shown, std::vector<std::uint8_t>& buffer);
 
   // The next chunk (valid until the following call), empty at the end of the
   // file; a read error is a Fault naming the file (Side::Source).
   Expected<std::span<const std::uint8_t>> next();
   // Bytes handed out so far.
   std::uint64_t offset() const { return offset_; }
+  // True when the file's end was read and every byte handed out: the next chunk is empty.
+  bool at_end() const { return eof_ && begin_ == end_; }
 
  private:
   Done fill();
@@ -69,7 +72,7 @@ class ChunkReader {
   const Chunker& chunker_;
   int fd_;
   std::string shown_;
-  std::vector<std::uint8_t> buffer_;
+  std::vector<std::uint8_t>& buffer_;
   std::size_t begin_ = 0;  // the next chunk starts here
   std::size_t end_ = 0;    // bytes read into buffer_
   bool eof_ = false;

@@ -183,7 +183,8 @@ double store_chunked(Archive& archive, const Chunker& chunker, const std::string
   tw::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) die("cannot open " + file);
   Sha256 whole;
-  ChunkReader reader(chunker, fd.get(), file);
+  std::vector<std::uint8_t> buffer;
+  ChunkReader reader(chunker, fd.get(), file, buffer);
   for (;;) {
     auto chunk = reader.next();
     if (!chunk) die(chunk.fault().message);
