@@ -107,7 +107,8 @@ Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks
     if (!ref) return Error{fmt::format("blob {} is missing (not in the catalog)", id)};
     auto fd = pack_fd(ref->pack);
     if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
-    auto raw = read_blob(*fd, *ref, id);
+    // The whole content is hashed below against the version's digest: no blob's own.
+    auto raw = read_blob(*fd, *ref, id, false);
     if (!raw) return Error{fmt::format("blob {} in pack {}: {}", id, ref->pack, raw.error())};
     if (auto written = sink.write({raw->data(), raw->size()}); !written) {
       return Error{written.error()};

@@ -166,7 +166,8 @@ Done PackWriter::sync() {
   return Ok{};
 }
 
-Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id) {
+Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
+                                    bool rehash) {
   std::vector<char> frame(kBlobHeaderSize + ref.stored);
   const long got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
   if (got < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-got)))};
@@ -188,6 +189,7 @@ Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string
     return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(n))};
   }
   if (n != ref.raw) return Error{"truncated (short frame)"};
+  if (!rehash) return raw;
   const std::string digest = sha256_hex(std::string_view(raw.data(), raw.size()));
   if (digest != id) {
     return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};

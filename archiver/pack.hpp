@@ -103,10 +103,12 @@ class PackWriter {
   bool named_durable_ = false;  // the pack's directory entry has been fsynced
 };
 
-// Reads the blob at `ref` from an open pack: checks its header against `id` and
-// `ref`, decompresses the frame and re-hashes it. Errors name what is wrong
-// (missing, truncated, corrupt, checksum mismatch).
-Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id);
+// Reads the blob at `ref` from an open pack: checks its header against `id` and `ref`,
+// decompresses the frame (zstd checks its own checksum) and, unless the caller checks the
+// content otherwise (`rehash` false: restore hashes whole files), re-hashes it. Errors name
+// what is wrong (missing, truncated, corrupt, checksum mismatch).
+Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
+                                    bool rehash = true);
 
 // Walks a pack from its start, calling `visit` for each whole blob record,
 // without reading the frames. Returns the offset where whole records end: the
