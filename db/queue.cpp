@@ -13,10 +13,14 @@ namespace {
 
 std::string order_by(Strategy strategy) {
   switch (strategy) {
-    case Strategy::Fifo: return "id";
-    case Strategy::Lifo: return "id DESC";
-    case Strategy::Priority: return "priority DESC, id";
-    case Strategy::Fair: return "id";  // the fair claim has its own statement
+    case Strategy::Fifo:
+      return "id";
+    case Strategy::Lifo:
+      return "id DESC";
+    case Strategy::Priority:
+      return "priority DESC, id";
+    case Strategy::Fair:
+      return "id";  // the fair claim has its own statement
   }
   return "id";
 }
@@ -129,17 +133,18 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
               SET status = 'DISPATCHED', scheduler_id = $1, batch_id = (SELECT id FROM batch),
                   dispatched_at = now(), lease_until = now() + make_interval(secs => $3)
             WHERE i.id IN (SELECT id FROM candidates UNION ALL SELECT id FROM extra)
-        RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id, i.priority),
+        RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id, i.priority, i.size),
          audit AS (
            INSERT INTO timewarp.batches (id, scheduler_id, strategy, requested, size)
            SELECT (SELECT id FROM batch), $1, $4, $2, count(*) FROM claimed HAVING count(*) > 0)
     SELECT id, op, path, dest_path, attempts, batch_id,
            $5 AND op <> 'MOVE'
-              AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(path))
+              AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(path)),
+           coalesce(size, 0)
       FROM claimed ORDER BY {})",
                                       candidates_sql(request.strategy), order);
-  auto result = conn_.prepared(sql, request.scheduler_id, request.batch_size,
-                               request.lease_seconds, to_string(request.strategy), request.coalesce);
+  auto result = conn_.prepared(sql, request.scheduler_id, request.batch_size, request.lease_seconds,
+                               to_string(request.strategy), request.coalesce);
   std::vector<ClaimedItem> items;
   items.reserve(static_cast<std::size_t>(result.rows()));
   // Coalescible path -> the item it folds into, and the newest change seen for it.
@@ -158,9 +163,10 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     if (!result.is_null(r, 3)) item.dest_path = std::string(result.text(r, 3));
     item.attempts = static_cast<int>(result.int64(r, 4));
     item.batch_id = result.int64(r, 5);
+    item.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, result.int64(r, 7)));
     if (result.text(r, 6) == "t") {
-      const auto [it, fresh] =
-          groups.try_emplace(item.path, Group{items.size(), item.id, item.op, item.op == Op::Update});
+      const auto [it, fresh] = groups.try_emplace(
+          item.path, Group{items.size(), item.id, item.op, item.op == Op::Update});
       if (!fresh) {
         Group& g = it->second;
         items[g.index].followers.push_back(item.id);
@@ -290,8 +296,8 @@ std::optional<double> failing_since(const SessionHealth& health) {
   return health.failing_since;
 }
 
-std::int64_t Queue::register_scheduler(const std::string& host, int pid,
-                                       std::string_view strategy, int batch_size, int archivers) {
+std::int64_t Queue::register_scheduler(const std::string& host, int pid, std::string_view strategy,
+                                       int batch_size, int archivers) {
   auto result = conn_.query(
       R"(INSERT INTO timewarp.schedulers (host, pid, strategy, batch_size, archivers)
          VALUES ($1, $2, $3, $4, $5) RETURNING id)",

@@ -25,8 +25,8 @@ std::string_view to_string(Strategy strategy);
 
 struct NewItem {
   Op op = Op::Update;
-  std::string path;       // escaped
-  std::string dest_path;  // escaped; MOVE only
+  std::string path;         // escaped
+  std::string dest_path;    // escaped; MOVE only
   std::string source_root;  // escaped watched root the path belongs to ('' if none)
   int priority = 0;
   std::optional<std::int64_t> size;
@@ -49,6 +49,7 @@ struct ClaimedItem {
   std::string dest_path;
   int attempts = 0;  // failed attempts so far
   std::int64_t batch_id = 0;
+  std::uint64_t size = 0;  // of the file when the change was seen (0: unknown or none)
   // Other items for the same path folded into this one by coalescing: they were claimed
   // too and share this item's outcome.
   std::vector<std::int64_t> followers;
@@ -89,7 +90,7 @@ struct QueueCounts {
   std::int64_t completed = 0;
   std::int64_t failed = 0;
   std::optional<double> oldest_claimable_age;  // seconds
-  std::optional<double> next_retry_in;          // seconds until the earliest delayed item
+  std::optional<double> next_retry_in;         // seconds until the earliest delayed item
   std::int64_t completed_last_minute = 0;
   std::int64_t failed_last_hour = 0;
 };

@@ -133,7 +133,8 @@ void Consumer::run() {
       continue;
     }
     // Keep the window full with items free to go now; otherwise wait for an answer.
-    if (!leave_.load() && archiver_ && in_flight_.size() < window() && pacer_allows()) {
+    if (!leave_.load() && archiver_ && in_flight_.size() < window() &&
+        in_flight_bytes_ < kWindowBytes && pacer_allows()) {
       if (auto item = queue_.try_pop()) {
         send(std::move(*item));
         continue;
@@ -172,6 +173,7 @@ void Consumer::fail(const Sent& sent, bool permanent, const std::string& message
 }
 
 void Consumer::archiver_failed(const std::string& message) {
+  in_flight_bytes_ = 0;  // every item in flight leaves it, one way or the other
   if (in_flight_.size() == 1) {
     const Sent sent = std::move(in_flight_.front());
     in_flight_.pop_front();
@@ -190,6 +192,7 @@ void Consumer::archiver_failed(const std::string& message) {
 void Consumer::send(db::ClaimedItem item) {
   set_busy(true);
   const std::string request = format_request(Request{item.id, item.op, item.path, item.dest_path});
+  in_flight_bytes_ += item.size;
   in_flight_.push_back(Sent{std::move(item), epoch_seconds()});
   if (!archiver_->write_line(request)) {
     kill_archiver("stopped reading requests");
@@ -227,6 +230,7 @@ void Consumer::receive() {
   }
   const Sent sent = std::move(in_flight_.front());
   in_flight_.pop_front();
+  in_flight_bytes_ -= sent.item.size;
   restart_backoff_ = std::chrono::milliseconds(0);
   if (pacer_) pacer_->charge(response->cpu_us, response->archive_bytes, Pacer::Clock::now());
   switch (response->outcome) {

@@ -61,6 +61,9 @@ class Consumer : NonCopyable {
   // so an archiver can make several versions durable with one sync (group commit);
   // responses come back in request order.
   static constexpr std::size_t kWindow = 32;
+  // ... and no more is taken while the files in flight hold this many bytes, so that a few
+  // large files spread over the archivers instead of queueing behind one.
+  static constexpr std::uint64_t kWindowBytes = 4 << 20;
 
   // Asks the consumer to leave once the items it has sent are done; returns at once.
   void retire();
@@ -112,6 +115,7 @@ class Consumer : NonCopyable {
   std::unique_ptr<ChildProcess> archiver_;
   std::chrono::milliseconds restart_backoff_{0};
   std::deque<Sent> in_flight_;            // written to the archiver, oldest first, not yet answered
+  std::uint64_t in_flight_bytes_ = 0;     // the sizes of the items in in_flight_
   std::deque<db::ClaimedItem> suspects_;  // in flight when an archiver failed: sent again
 
   std::atomic<bool> leave_{false};
