@@ -1,9 +1,11 @@
 #include "db/queue.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/config.hpp"
 #include "db/status.hpp"
@@ -347,6 +349,25 @@ std::int64_t Queue::count_claimable(std::int64_t cap) {
       "AND not_before <= now() LIMIT $1) capped",
       cap);
   return r.int64(0, 0);
+}
+
+bool Queue::analyze_if_stale() {
+  auto r = conn_.query(
+      "SELECT (SELECT coalesce(sum(n), 0) FROM timewarp.item_counts WHERE status = 'NEW') > "
+      "greatest(1000, 2 * (SELECT reltuples FROM pg_class "
+      "WHERE oid = 'timewarp.items'::regclass))");
+  if (r.text(0, 0) != "t") return false;
+  try {
+    conn_.exec("ANALYZE timewarp.items");
+  } catch (const SqlError& e) {
+    if (e.retryable()) throw;
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      spdlog::warn("cannot refresh the queue's statistics (ANALYZE timewarp.items): {}", e.what());
+    });
+    return false;
+  }
+  return true;
 }
 
 bool Queue::has_claimable() {

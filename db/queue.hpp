@@ -153,6 +153,12 @@ class Queue {
 
   QueueCounts counts();
   bool has_claimable();
+  // Brings the planner's statistics of timewarp.items up to date (ANALYZE) when far more
+  // changes wait than the statistics know rows: on a table filled faster than autovacuum
+  // looks (a first catch-up queues thousands of rows in a second), the claim's coalescing
+  // look-up is otherwise planned as a scan of every waiting row per path. True when it ran.
+  // A refusal (no privilege) is logged once and ignored: the claim works without it.
+  bool analyze_if_stale();
   // Seconds until the earliest delayed NEW item falls due (nothing when none waits).
   std::optional<double> next_delayed_in();
   // The NEW items whose path lies beneath one of `escaped_roots` ("/" is every path): op

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <charconv>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -49,7 +49,10 @@ void test_pause_before_ready() {
   namespace fs = std::filesystem;
   const fs::path paused = fs::path(dir) / "paused";
   const fs::path release = fs::path(dir) / "release";
-  { std::FILE* f = std::fopen(paused.c_str(), "w"); if (f) std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(paused.c_str(), "w");
+    if (f) std::fclose(f);
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   while (!fs::exists(release) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -58,8 +61,7 @@ void test_pause_before_ready() {
 
 }  // namespace
 
-Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd,
-                     int ready_fd)
+Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd)
     : config_(std::move(config)),
       launcher_(std::move(launcher)),
       signal_fd_(signal_fd),
@@ -109,10 +111,10 @@ db::SchedulerStats Scheduler::stats() const {
 }
 
 int Scheduler::run() {
-  scheduler_id_ = db::Queue(session_.connect_now())
-                      .register_scheduler(hostname(), static_cast<int>(::getpid()),
-                                          db::to_string(strategy_), config_.batch_size,
-                                          config_.archivers);
+  scheduler_id_ =
+      db::Queue(session_.connect_now())
+          .register_scheduler(hostname(), static_cast<int>(::getpid()), db::to_string(strategy_),
+                              config_.batch_size, config_.archivers);
   spdlog::info("scheduler {} started: strategy {}, batch size {}, {} archivers", scheduler_id_,
                config_.strategy, config_.batch_size, config_.archivers);
 
@@ -145,8 +147,8 @@ int Scheduler::run() {
 }
 
 void Scheduler::wait_for_event(std::chrono::milliseconds timeout) {
-  pollfd fds[3] = {{wake_fd_.get(), POLLIN, 0}, {sigterm_fd_.get(), POLLIN, 0},
-                   {signal_fd_, POLLIN, 0}};
+  pollfd fds[3] = {
+      {wake_fd_.get(), POLLIN, 0}, {sigterm_fd_.get(), POLLIN, 0}, {signal_fd_, POLLIN, 0}};
   const nfds_t n = input_closed_ ? 2 : 3;
   const int ready = ::poll(fds, n, static_cast<int>(timeout.count()));
   publish_stats();
@@ -230,8 +232,9 @@ void Scheduler::resize(int archivers) {
   const int have = static_cast<int>(active.size());
   if (archivers > have) {
     Consumer::Options options;
-    options.archiver.executable =
-        config_.archiver_exe.empty() ? sibling_executable("timewarp-archiver") : config_.archiver_exe;
+    options.archiver.executable = config_.archiver_exe.empty()
+                                      ? sibling_executable("timewarp-archiver")
+                                      : config_.archiver_exe;
     options.archiver.args = config_to_args(config_, Audience::Archiver);
     for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
     options.archiver.inherit_env = kArchiverEnvironment;
@@ -269,6 +272,7 @@ bool Scheduler::drain() {
 
     if (!exhausted && batch_queue_.size() <= low_water) {
       auto batch = with_queue("claiming a batch", [&](db::Queue& queue) {
+        queue.analyze_if_stale();  // cheap unless thousands of rows came in since the last
         return queue.claim(
             {scheduler_id_, config_.batch_size, strategy_, config_.lease_time, config_.coalesce});
       });
