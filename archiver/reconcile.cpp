@@ -198,28 +198,21 @@ Expected<Store::Impl::Committed> Store::Impl::settle(const std::string& path, Op
   }
 }
 
-Expected<std::uint64_t> Store::Impl::settle_beneath(const std::string& path) {
+Expected<std::uint64_t> Store::Impl::settle_structure(const std::string& path, bool directory) {
   // Cheap when nothing was ever archived beneath the path.
   auto any = has_children(path);
   if (!any) return any.fault();
   if (!*any) return std::uint64_t{0};
-  auto paths = paths_within(path);
-  if (!paths) return retry("archive: " + paths.error());
-  std::uint64_t bytes = 0;
-  for (const auto& p : *paths) {
-    if (p == path) continue;
-    if (cancelled()) return retry("cancelled");
-    auto done = settle(p, Op::Delete);
-    if (!done) return done.fault();
-    bytes += done->bytes;
+  if (!directory) {
+    auto paths = paths_within(path);
+    if (!paths) return retry("archive: " + paths.error());
+    return sum_each(*paths, [&](const std::string& p) -> Expected<std::uint64_t> {
+      if (p == path) return std::uint64_t{0};
+      auto done = settle(p, Op::Delete);
+      if (!done) return done.fault();
+      return done->bytes;
+    });
   }
-  return bytes;
-}
-
-Expected<std::uint64_t> Store::Impl::prune_children(const std::string& path) {
-  auto any = has_children(path);
-  if (!any) return any.fault();
-  if (!*any) return std::uint64_t{0};
   auto look = look_at(path);
   if (!look) return look.fault();
   // No longer a directory: the request that follows this change settles what it held.
@@ -228,21 +221,14 @@ Expected<std::uint64_t> Store::Impl::prune_children(const std::string& path) {
   if (!names) return names.fault();
   auto gone = children_except(path, *names);
   if (!gone) return retry("archive: " + gone.error());
-  std::uint64_t bytes = 0;
-  for (const auto& child : *gone) {
-    if (cancelled()) return retry("cancelled");
-    auto done = reconcile_path(child, Op::Delete);
-    if (!done) return done.fault();
-    bytes += *done;
-  }
-  return bytes;
+  return sum_each(*gone, [&](const std::string& child) { return reconcile_path(child, Op::Delete); });
 }
 
 Expected<std::uint64_t> Store::Impl::reconcile_path(const std::string& path, Op hint) {
   auto done = settle(path, hint);
   if (!done) return done.fault();
   std::uint64_t bytes = done->bytes;
-  auto structure = done->found == Found::Directory ? prune_children(path) : settle_beneath(path);
+  auto structure = settle_structure(path, done->found == Found::Directory);
   if (!structure) return structure.fault();
   bytes += *structure;
   if (done->refused) return *done->refused;
@@ -287,18 +273,14 @@ Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string
     arrived.emplace_back(q, step->found);
   }
   // What the new name held before the rename and holds no more.
-  if (arrived.front().second != Found::Directory) {
-    auto beneath = settle_beneath(*to);
-    if (!beneath) return beneath.fault();
-    bytes += *beneath;
-  } else {
-    for (const auto& [q, found] : arrived) {
-      if (cancelled()) return retry("cancelled");
-      auto done = found == Found::Directory ? prune_children(q) : settle_beneath(q);
-      if (!done) return done.fault();
-      bytes += *done;
-    }
-  }
+  auto structure =
+      arrived.front().second != Found::Directory
+          ? settle_structure(*to, false)
+          : sum_each(arrived, [&](const std::pair<std::string, Found>& a) {
+              return settle_structure(a.first, a.second == Found::Directory);
+            });
+  if (!structure) return structure.fault();
+  bytes += *structure;
   if (refused) return *refused;
   return bytes;
 }

@@ -30,13 +30,13 @@ ArchiveResult to_archive_result(const Expected<std::uint64_t>& result) {
 }
 
 Store::Impl::Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_hooks,
-                  CompressionOptions compression)
+                  CompressionOptions compress)
     : root(std::move(root_dir)),
       mode(open_mode),
       hooks(std::move(store_hooks)),
-      compression(compression),
+      compression(compress),
       disk(root, hooks.before_write_step),
-      objects(disk, hooks.cancelled, compression) {}
+      objects(disk, hooks.cancelled, compress) {}
 
 std::string Store::Impl::key_of(std::string_view path) { return sha256_hex(path); }
 

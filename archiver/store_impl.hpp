@@ -191,10 +191,23 @@ struct Store::Impl {
   // One MOVE step: old name `p` and new name `q` looked at under both locks; the history
   // follows when the disk confirms the rename, else both are reconciled. Reports `q`.
   Expected<Committed> move_step(const std::string& p, const std::string& q);
-  // Tombstones (after a fresh look each) every archived path strictly beneath `path`.
-  Expected<std::uint64_t> settle_beneath(const std::string& path);
-  // Archived direct children of directory `path` that the disk no longer holds.
-  Expected<std::uint64_t> prune_children(const std::string& path);
+  // What is archived beneath `path` made to match the disk: for a directory, its archived
+  // direct children the disk no longer holds are reconciled; for anything else, every
+  // archived path strictly beneath it is tombstoned (after a fresh look each).
+  Expected<std::uint64_t> settle_structure(const std::string& path, bool directory);
+  // `each` over `items` in order, summing the bytes stored; stops at the first fault or
+  // when the store is cancelled.
+  template <typename Items, typename Each>
+  Expected<std::uint64_t> sum_each(const Items& items, Each each) {
+    std::uint64_t bytes = 0;
+    for (const auto& item : items) {
+      if (cancelled()) return retry("cancelled");
+      auto done = each(item);
+      if (!done) return done.fault();
+      bytes += *done;
+    }
+    return bytes;
+  }
   Expected<std::uint64_t> append_and_save(History& history, Version version);
 };
 
