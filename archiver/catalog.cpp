@@ -301,7 +301,24 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     // carries stays small, for one more sync of the catalog every 256 pages written.
     if (auto s = impl->exec("PRAGMA wal_autocheckpoint=256"); !s) return Error{s.error()};
     if (auto s = impl->exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
-    if (auto s = impl->exec(kSchema); !s) return Error{s.error()};
+    // The schema in one transaction: a reader sees all of it (user_version 1) or none.
+    if (auto s = impl->exec((std::string("BEGIN IMMEDIATE;") + kSchema + "COMMIT;").c_str()); !s) {
+      (void)impl->exec("ROLLBACK");
+      return Error{s.error()};
+    }
+  } else {
+    // A catalog a writer has created but not yet set up (the archivers start beside the
+    // monitor's first look at a new archive) holds nothing yet: refused as such, so that
+    // a reader does not fail each look-up with "no such table" instead.
+    auto version = impl->statement("PRAGMA user_version");
+    if (!version) return Error{version.error()};
+    if (sqlite3_step(*version) != SQLITE_ROW) {
+      return Error{impl->failure("reading the catalog's version")};
+    }
+    if (sqlite3_column_int(*version, 0) < 1) {
+      return Error{fmt::format("catalog {} is not set up yet (a new archive being created)",
+                               shown_path(file))};
+    }
   }
   return Catalog(std::move(impl));
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,25 @@ TEST(Catalog, AReadOnlyCatalogThatDoesNotExistIsAnError) {
   auto catalog = Catalog::open(dir / "missing.db", Store::Mode::ReadOnly);
   ASSERT_FALSE(catalog);
   EXPECT_NE(catalog.error().find("missing.db"), std::string::npos) << catalog.error();
+}
+
+TEST(Catalog, AReaderRefusesACatalogNotYetSetUpAndReadsItOnceItIs) {
+  test::TempDir dir;
+  const std::string file = dir / "catalog.db";
+  // What a reader meets while the first writer is between creating the file and its schema.
+  { std::ofstream created(file); }
+  auto early = Catalog::open(file, Store::Mode::ReadOnly);
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.error().find("not set up yet"), std::string::npos) << early.error();
+  Catalog writer = open_catalog(file);
+  CatalogBatch batch;
+  batch.add_version("/a", file_version(1, "a"));
+  ASSERT_TRUE(writer.commit(batch));
+  auto reader = Catalog::open(file, Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  auto latest = reader->latest("/a");
+  ASSERT_TRUE(latest) << latest.error();
+  EXPECT_TRUE(*latest);
 }
 
 }  // namespace
