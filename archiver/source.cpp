@@ -81,7 +81,7 @@ Expected<SourceLook> look_at(const std::string& path) {
     if (absent_errno(err)) return look;
     return errno_fault(err, Side::Source, fmt::format("lstat {}", shown_path(path)));
   }
-  look.pseudo_filesystem = pseudo_filesystem_of(self.get());
+  look.pseudo_filesystem = pseudo_filesystem_of(self.get(), look.st.st_dev);
   look.present = true;
   return look;
 }

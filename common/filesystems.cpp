@@ -1,5 +1,6 @@
 #include "common/filesystems.hpp"
 
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 
 namespace tw {
@@ -44,7 +45,8 @@ std::optional<std::string_view> pseudo_filesystem(unsigned long type) {
   return std::nullopt;
 }
 
-std::optional<std::string_view> pseudo_filesystem_of(int fd) {
+std::optional<std::string_view> pseudo_filesystem_of(int fd, dev_t dev) {
+  if (major(dev) != 0) return std::nullopt;
   struct statfs st {};
   if (::fstatfs(fd, &st) != 0) return std::nullopt;
   // f_type is a signed word; the magic numbers above 0x7fffffff come back sign-extended

@@ -6,6 +6,8 @@
 // Pure functions, safe from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string_view>
 
@@ -15,8 +17,10 @@ namespace tw {
 // or nothing for a filesystem that holds data (tmpfs, ramfs and hugetlbfs hold data).
 std::optional<std::string_view> pseudo_filesystem(unsigned long type);
 
-// The same for the filesystem of open descriptor `fd` (O_PATH is enough); nothing when
-// fstatfs fails.
-std::optional<std::string_view> pseudo_filesystem_of(int fd);
+// The same for the filesystem of open descriptor `fd` (O_PATH is enough), whose fstat(2)
+// gave `dev`; nothing when fstatfs fails. A file on a block device is on a filesystem that
+// holds data: every pseudo filesystem has an anonymous device (major 0), so only those
+// cost an fstatfs.
+std::optional<std::string_view> pseudo_filesystem_of(int fd, dev_t dev);
 
 }  // namespace tw

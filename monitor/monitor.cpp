@@ -38,6 +38,10 @@ constexpr auto kStopWait = std::chrono::seconds(60);
 constexpr auto kHealthyRun = std::chrono::seconds(30);
 // Items per INSERT statement.
 constexpr std::size_t kInsertChunk = 10000;
+// A window holding this many changes goes to the database at once, without waiting for
+// event_delay: a catch-up of a large tree reaches the scheduler in steps of this size while
+// the scan goes on, instead of all after its last file.
+constexpr std::size_t kFullWindow = 1000;
 
 sigset_t handled_signals() {
   sigset_t set;
@@ -105,7 +109,7 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
         options.on_connect = [this](db::Connection& conn) { on_connect(conn); };
         return options;
       }()),
-      batcher_({seconds_ms(config_.event_delay), kInsertChunk}, [this] {
+      batcher_({seconds_ms(config_.event_delay), kFullWindow}, [this] {
         const std::uint64_t one = 1;
         [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
       }) {
