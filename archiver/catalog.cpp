@@ -323,6 +323,16 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
   return Catalog(std::move(impl));
 }
 
+Result<bool> Catalog::fold_journal(std::chrono::milliseconds wait) {
+  sqlite3* db = impl_->db.get();
+  sqlite3_busy_timeout(db, static_cast<int>(wait.count()));
+  const int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
+  if (rc != SQLITE_OK) return Error{impl_->failure("folding the journal into the catalog")};
+  return true;
+}
+
 Result<std::vector<Version>> Catalog::versions(std::string_view path) const {
   return impl_->history(path, -1);
 }

@@ -7,6 +7,7 @@
 // library; one Catalog object belongs to one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +78,11 @@ class Catalog {
   Result<std::vector<std::string>> archived_paths() const;
   // SQLite's own check of the file: empty when sound, else its findings.
   Result<std::string> integrity_problems() const;
+
+  // Folds the journal (WAL) into the catalog file and empties it, when no other process
+  // is reading or writing it for `wait` (a quiet archive is then one file, with nothing
+  // left to replay). False when another process was busy with it: try again later.
+  Result<bool> fold_journal(std::chrono::milliseconds wait);
 
   // Commits everything in `batch` in one transaction, durable when it returns. Fails
   // (RETRY) when a version number is taken already: nothing of the batch is committed.

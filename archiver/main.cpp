@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -70,6 +71,8 @@ std::function<void(std::string_view)> crash_hook() {
 }
 
 constexpr std::size_t kMaxLine = 1 << 20;
+// How long without a request makes the archive quiet (LineReader's on_quiet).
+constexpr auto kQuiet = std::chrono::seconds(1);
 // Of a longer line only this much is kept: enough for its id, not for its path.
 constexpr std::size_t kKeptOfOverlong = 64;
 
@@ -78,9 +81,18 @@ class LineReader {
  public:
   enum class Status { Line, Overlong, Eof, Stopped, Error };
 
-  explicit LineReader(int fd) : fd_(fd) {}
+  // `on_quiet` runs when no request came for kQuiet after the last one, and again after
+  // each further kQuiet for as long as it returns false (not done).
+  LineReader(int fd, std::function<bool()> on_quiet) : fd_(fd), on_quiet_(std::move(on_quiet)) {}
 
   Status next(std::string& line) {
+    const Status status = read_next(line);
+    if (status == Status::Line || status == Status::Overlong) quiet_due_ = on_quiet_ != nullptr;
+    return status;
+  }
+
+ private:
+  Status read_next(std::string& line) {
     while (true) {
       switch (lines_.next(line)) {
         case tw::LineBuffer::Status::Line:
@@ -93,9 +105,15 @@ class LineReader {
       if (eof_) return lines_.take_unterminated(line) ? Status::Line : Status::Eof;
       if (g_stop.load()) return Status::Stopped;
       struct pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
+      const int quiet_ms = static_cast<int>(std::chrono::milliseconds(kQuiet).count());
+      const int polled = ::poll(fds, 2, quiet_due_ ? quiet_ms : -1);
+      if (polled < 0) {
         if (errno == EINTR) continue;
         return Status::Error;
+      }
+      if (polled == 0) {
+        quiet_due_ = !on_quiet_();
+        continue;
       }
       if (fds[0].revents == 0) continue;  // woken by a signal
       char chunk[64 * 1024];
@@ -109,6 +127,7 @@ class LineReader {
     }
   }
 
+ public:
   // True when next() would not wait: a whole line (or the end of input) is here already,
   // after taking in whatever stdin holds now. Part of a line is not enough: its rest may
   // come only after the answers the caller is holding back.
@@ -130,7 +149,9 @@ class LineReader {
 
  private:
   int fd_;
-  bool eof_ = false;  // ready() met the end of input
+  std::function<bool()> on_quiet_;
+  bool quiet_due_ = false;  // a request came since on_quiet_ last returned true
+  bool eof_ = false;        // ready() met the end of input
   tw::LineBuffer lines_{kMaxLine, kKeptOfOverlong};
 };
 
@@ -225,7 +246,14 @@ int run(int argc, char** argv) {
   }
   spdlog::debug("ready ({})", null_mode ? "null mode" : config.backup_root);
   tw::archive::RequestHandler handler(store ? &*store : nullptr);
-  LineReader reader(STDIN_FILENO);
+  // A quiet archive's catalog is one file: its journal folded in a second after the last
+  // request (FORMAT.md, "Format 2").
+  LineReader reader(STDIN_FILENO, [&store]() {
+    if (!store) return true;
+    auto folded = store->fold_journal();
+    if (!folded) spdlog::warn("{}", folded.error());
+    return !folded || *folded;
+  });
   Answers answers(store ? &*store : nullptr);
   std::string line;
   while (true) {

@@ -464,6 +464,12 @@ Status Store::flush() {
   return Ok{};
 }
 
+Result<bool> Store::fold_journal() {
+  if (impl_->format != 2 || impl_->mode != Mode::ReadWrite) return true;
+  // A short wait: another archiver's commit is a reason to try later, not to block.
+  return impl_->catalog->fold_journal(std::chrono::milliseconds(100));
+}
+
 std::size_t Store::staged_versions() const { return impl_->staged.version_count(); }
 std::uint64_t Store::staged_bytes() const { return impl_->staged.blob_bytes(); }
 

@@ -183,6 +183,10 @@ class Store {
   // How many versions and content bytes wait for flush(), and since when.
   std::size_t staged_versions() const;
   std::uint64_t staged_bytes() const;
+  // For a quiet archive (no request for a while, nothing staged): folds the catalog's
+  // journal into it and empties it, if no other process is busy with the catalog. True when
+  // done or nothing to do (format 1, read-only); false when to be tried again later.
+  Result<bool> fold_journal();
 
   // The history of `path`, oldest first; empty when it was never archived.
   Result<std::vector<Version>> versions(std::string_view path) const;

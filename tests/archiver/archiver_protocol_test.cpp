@@ -115,6 +115,31 @@ TEST_F(ArchiverProtocolTest, CompleteCarriesBytesAndCpu) {
   EXPECT_EQ(f[2], "0") << "an unchanged file adds nothing";
 }
 
+TEST_F(ArchiverProtocolTest, AQuietArchiveKeepsNoJournalBesideItsCatalog) {
+  ArchiverProcess archiver(options());
+  for (int i = 1; i <= 20; ++i) {
+    write_file(dir_ / fmt::format("src/f{}", i), fmt::format("content {}", i));
+    expect_answer(archiver.request(line(i, "UPDATE", dir_ / fmt::format("src/f{}", i))),
+                  std::to_string(i), "COMPLETE ");
+  }
+  // Still running, and quiet: within a few seconds the journal is folded in and emptied.
+  const std::string wal = archive_ + "/catalog.db-wal";
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::file_size(wal, ec) == 0 && !ec;
+      },
+      10s))
+      << std::filesystem::file_size(wal);
+  auto store = Store::open(archive_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
+  auto versions = store->versions(dir_ / "src/f20");
+  ASSERT_TRUE(versions) << versions.error();
+  EXPECT_EQ(versions->size(), 1u);
+  archiver.close_stdin();
+  EXPECT_EQ(archiver.wait(), 0);
+}
+
 TEST_F(ArchiverProtocolTest, CompressionKeysReachTheStore) {
   std::string text;
   for (int i = 0; text.size() < (6u << 20); ++i) text += fmt::format("{:x} {}\n", i % 3000, i);
