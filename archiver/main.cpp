@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -71,8 +72,10 @@ std::function<void(std::string_view)> crash_hook() {
 }
 
 constexpr std::size_t kMaxLine = 1 << 20;
-// How long without a request makes the archive quiet (LineReader's on_quiet).
-constexpr auto kQuiet = std::chrono::seconds(1);
+// How long without a request makes the archive quiet (LineReader's on_quiet), and the
+// longest wait between two tries when another process keeps the catalog busy.
+constexpr auto kQuiet = std::chrono::milliseconds(1000);
+constexpr auto kMaxQuietRetry = std::chrono::seconds(64);
 // Of a longer line only this much is kept: enough for its id, not for its path.
 constexpr std::size_t kKeptOfOverlong = 64;
 
@@ -82,12 +85,15 @@ class LineReader {
   enum class Status { Line, Overlong, Eof, Stopped, Error };
 
   // `on_quiet` runs when no request came for kQuiet after the last one, and again after
-  // each further kQuiet for as long as it returns false (not done).
+  // twice as long each time it returns false (not done; at most kMaxQuietRetry apart).
   LineReader(int fd, std::function<bool()> on_quiet) : fd_(fd), on_quiet_(std::move(on_quiet)) {}
 
   Status next(std::string& line) {
     const Status status = read_next(line);
-    if (status == Status::Line || status == Status::Overlong) quiet_due_ = on_quiet_ != nullptr;
+    if (status == Status::Line || status == Status::Overlong) {
+      quiet_due_ = on_quiet_ != nullptr;
+      quiet_wait_ = kQuiet;
+    }
     return status;
   }
 
@@ -105,14 +111,14 @@ class LineReader {
       if (eof_) return lines_.take_unterminated(line) ? Status::Line : Status::Eof;
       if (g_stop.load()) return Status::Stopped;
       struct pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};
-      const int quiet_ms = static_cast<int>(std::chrono::milliseconds(kQuiet).count());
-      const int polled = ::poll(fds, 2, quiet_due_ ? quiet_ms : -1);
+      const int polled = ::poll(fds, 2, quiet_due_ ? static_cast<int>(quiet_wait_.count()) : -1);
       if (polled < 0) {
         if (errno == EINTR) continue;
         return Status::Error;
       }
       if (polled == 0) {
         quiet_due_ = !on_quiet_();
+        quiet_wait_ = std::min(2 * quiet_wait_, std::chrono::milliseconds(kMaxQuietRetry));
         continue;
       }
       if (fds[0].revents == 0) continue;  // woken by a signal
@@ -151,6 +157,7 @@ class LineReader {
   int fd_;
   std::function<bool()> on_quiet_;
   bool quiet_due_ = false;  // a request came since on_quiet_ last returned true
+  std::chrono::milliseconds quiet_wait_ = kQuiet;
   bool eof_ = false;        // ready() met the end of input
   tw::LineBuffer lines_{kMaxLine, kKeptOfOverlong};
 };
