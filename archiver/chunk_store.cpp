@@ -4,8 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,19 +22,65 @@ namespace {
 // few packs in a row).
 constexpr std::size_t kOpenPacks = 8;
 
+// A file this large is cut, hashed and compressed on several threads (the configuration's
+// "large file").
+constexpr std::uint64_t kLargeFile = 4 << 20;
+
+Fault changed_while_read(const std::string& shown) {
+  Fault fault = retry(fmt::format("changed while being read: {}", shown));
+  fault.changed = true;
+  return fault;
+}
+
+// `each(item, worker)` for every item, on `workers` workers numbered from 0 (no more than
+// there are items; worker 0 is the calling thread, once it has run `beside`), each taking
+// the next item in turn; returns when all are done.
+template <typename Item, typename Each, typename Beside>
+void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each each,
+                         Beside beside) {
+  std::atomic<std::size_t> next{0};
+  const auto work = [&](std::size_t worker) {
+    for (std::size_t i = next++; i < items.size(); i = next++) each(items[i], worker);
+  };
+  std::vector<std::jthread> threads;  // joined when this returns
+  for (std::size_t w = 1; w < std::min(workers, items.size()); ++w) threads.emplace_back(work, w);
+  beside();
+  work(0);
+}
+
 }  // namespace
 
 ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
-                       ChunkSizes sizes, std::function<bool()> cancelled)
+                       ChunkSizes sizes, std::function<bool()> cancelled, int threads)
     : packs_dir_(std::move(packs_dir)),
       catalog_(catalog),
       cancelled_(std::move(cancelled)),
       chunker_(sizes),
       pack_(disk, packs_dir_),
-      compressor_(level) {}
+      compressor_(level),
+      threads_(std::max(1, threads)) {}
+
+Expected<bool> ChunkStore::known(const std::string& id, const CatalogBatch& batch) const {
+  if (batch.blob(id) != nullptr) return true;
+  auto found = catalog_.blob(id);
+  if (!found) return retry(found.error());
+  return found->has_value();
+}
+
+Done ChunkStore::add_blob(const std::string& id, std::size_t raw, std::span<const char> frame,
+                          CatalogBatch& batch, ChunkedContent& out) {
+  auto ref = pack_.append(id, raw, frame);
+  if (!ref) return ref.fault();
+  out.bytes_added += kBlobHeaderSize + frame.size();
+  batch.add_blob(id, *ref);
+  return Ok{};
+}
 
 Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
                                            const std::string& shown, CatalogBatch& batch) {
+  if (threads_ > 1 && expected_size >= kLargeFile) {
+    return store_windowed(fd, expected_size, shown, batch);
+  }
   ChunkedContent out;
   Sha256 whole;
   std::string whole_done;  // the content's digest, when it was taken early (one chunk)
@@ -52,27 +101,85 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
     } else {
       id = sha256_hex(bytes);
     }
-    if (batch.blob(id) == nullptr) {
-      auto known = catalog_.blob(id);
-      if (!known) return retry(known.error());
-      if (!*known) {
-        auto frame = compressor_.compress(std::span(bytes.data(), bytes.size()));
-        if (!frame) return frame.fault();
-        auto ref = pack_.append(id, bytes.size(), *frame);
-        if (!ref) return ref.fault();
-        out.bytes_added += kBlobHeaderSize + frame->size();
-        batch.add_blob(id, *ref);
+    auto have = known(id, batch);
+    if (!have) return have.fault();
+    if (!*have) {
+      auto frame = compressor_.compress(std::span(bytes.data(), bytes.size()));
+      if (!frame) return frame.fault();
+      if (auto added = add_blob(id, bytes.size(), *frame, batch, out); !added) {
+        return added.fault();
       }
     }
     out.chunks.push_back(std::move(id));
   }
   out.size = reader.offset();
-  if (out.size != expected_size) {
-    Fault fault = retry(fmt::format("changed while being read: {}", shown));
-    fault.changed = true;
-    return fault;
-  }
+  if (out.size != expected_size) return changed_while_read(shown);
   out.sha256 = whole_done.empty() ? whole.hex_digest() : whole_done;
+  return out;
+}
+
+Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expected_size,
+                                                    const std::string& shown,
+                                                    CatalogBatch& batch) {
+  ChunkedContent out;
+  Sha256 whole;
+  ChunkReader reader(chunker_, fd, shown, read_buffer_);
+  const auto workers = static_cast<std::size_t>(threads_);
+  while (thread_compressors_.size() < workers) {
+    thread_compressors_.push_back(std::make_unique<BlobCompressor>(compressor_.level()));
+  }
+  std::vector<WindowChunk> window;
+  for (bool end = false; !end;) {
+    window.clear();
+    while (window.size() < 2 * workers) {
+      if (cancelled_ && cancelled_()) return retry("cancelled");
+      auto chunk = reader.next();
+      if (!chunk) return chunk.fault();
+      if (chunk->empty()) {
+        end = true;
+        break;
+      }
+      window.push_back(WindowChunk{{chunk->begin(), chunk->end()}, {}, false, {}, {}});
+    }
+    // The chunks' ids on the workers while this thread hashes the whole content.
+    for_each_on_workers(window, workers, [](WindowChunk& c, std::size_t) {
+      c.id = sha256_hex(std::string_view(reinterpret_cast<const char*>(c.bytes.data()),
+                                         c.bytes.size()));
+    }, [&] {
+      for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
+    });
+    // Which are new: in order, so a chunk repeated within the window is stored once.
+    std::vector<WindowChunk*> fresh;
+    for (auto& c : window) {
+      auto have = known(c.id, batch);
+      if (!have) return have.fault();
+      const bool earlier = std::any_of(fresh.begin(), fresh.end(),
+                                       [&](const WindowChunk* f) { return f->id == c.id; });
+      c.fresh = !*have && !earlier;
+      if (c.fresh) fresh.push_back(&c);
+    }
+    for_each_on_workers(fresh, workers, [this](WindowChunk* c, std::size_t worker) {
+      auto frame = thread_compressors_[worker]->compress(
+          std::span(reinterpret_cast<const char*>(c->bytes.data()), c->bytes.size()));
+      if (!frame) {
+        c->fault = frame.fault();
+        return;
+      }
+      c->frame.assign(frame->begin(), frame->end());
+    }, [] {});
+    for (auto& c : window) {
+      if (c.fresh) {
+        if (c.fault) return *c.fault;
+        if (auto added = add_blob(c.id, c.bytes.size(), c.frame, batch, out); !added) {
+          return added.fault();
+        }
+      }
+      out.chunks.push_back(std::move(c.id));
+    }
+  }
+  out.size = reader.offset();
+  if (out.size != expected_size) return changed_while_read(shown);
+  out.sha256 = whole.hex_digest();
   return out;
 }
 

@@ -1,13 +1,19 @@
 // File contents in archive format 2 (FORMAT.md, "Format 2"): a file is cut into
 // content-defined chunks (chunker.hpp), each chunk stored once as a blob in this writer's
 // pack (pack.hpp) and found again through the catalog's blob index (catalog.hpp). A file
-// of any size passes through bounded memory: one chunk buffer, one compressed frame.
+// of any size passes through bounded memory: with `threads` > 1, a file of 4 MiB or more
+// is read a window of 2 x threads chunks at a time, whose chunks are hashed, then (those
+// new to the archive) compressed, by `threads` threads while the calling thread hashes the
+// whole content; else one chunk buffer and one compressed frame.
 // Internal to the archive library. One ChunkStore belongs to one thread at a time.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +38,7 @@ class ChunkStore {
   // `cancelled` (optional) is polled between chunks: when it returns true, store() stops
   // with FAILED RETRY "cancelled".
   ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
-             ChunkSizes sizes = {}, std::function<bool()> cancelled = {});
+             ChunkSizes sizes = {}, std::function<bool()> cancelled = {}, int threads = 1);
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
@@ -53,6 +59,22 @@ class ChunkStore {
                                 int out_fd, bool sparse, const CatalogBatch* staged = nullptr);
 
  private:
+  // A chunk of a window (store_windowed): its bytes, its id, and its frame when new.
+  struct WindowChunk {
+    std::vector<std::uint8_t> bytes;
+    std::string id;
+    bool fresh = false;  // neither in the catalog, nor staged, nor earlier in the window
+    std::vector<char> frame;
+    std::optional<Fault> fault;
+  };
+  // Whether blob `id` is known already (staged in `batch` or in the catalog).
+  Expected<bool> known(const std::string& id, const CatalogBatch& batch) const;
+  // Appends one new blob to the pack and stages it in `batch`.
+  Done add_blob(const std::string& id, std::size_t raw, std::span<const char> frame,
+                CatalogBatch& batch, ChunkedContent& out);
+  // store() for a large file with threads_ > 1.
+  Expected<ChunkedContent> store_windowed(int fd, std::uint64_t expected_size,
+                                          const std::string& shown, CatalogBatch& batch);
   // An open read descriptor of pack `name` (a few are kept open).
   Result<int> pack_fd(const std::string& name);
 
@@ -62,6 +84,8 @@ class ChunkStore {
   Chunker chunker_;
   PackWriter pack_;
   BlobCompressor compressor_;
+  int threads_;
+  std::vector<std::unique_ptr<BlobCompressor>> thread_compressors_;  // one per thread, made lazily
   std::vector<std::uint8_t> read_buffer_;  // the chunk reader's, kept between files
   std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
 };

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "archiver/objects.hpp"
 #include "archiver/store_impl.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
@@ -49,7 +50,7 @@ Status Store::Impl::open_format2() {
   if (!opened) return Error{opened.error()};
   catalog.emplace(std::move(*opened));
   chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, ChunkSizes{},
-                      hooks.cancelled);
+                      hooks.cancelled, resolved_threads(compression.threads));
   return Ok{};
 }
 

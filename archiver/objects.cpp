@@ -55,13 +55,19 @@ std::size_t job_size(int workers, int level) {
   return std::clamp(kJobBytes / static_cast<std::size_t>(workers), kJobSizeMin, kJobSizeMax);
 }
 
+}  // namespace
+
+int resolved_threads(int threads) {
+  if (threads != 0) return threads;
+  return std::clamp(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), 1, kAutomaticThreadsMax);
+}
+
+namespace {
+
 // How many zstd workers `threads` (CompressionOptions) asks for: 0 when compression stays
 // in the calling thread, also when this libzstd was built without multithreading.
 int zstd_workers(int threads) {
-  if (threads == 0) {
-    threads =
-        std::clamp(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), 1, kAutomaticThreadsMax);
-  }
+  threads = resolved_threads(threads);
   if (threads <= 1) return 0;
   const ZSTD_bounds bounds = ZSTD_cParam_getBounds(ZSTD_c_nbWorkers);
   if (ZSTD_isError(bounds.error) || bounds.upperBound < 1) {

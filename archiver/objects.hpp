@@ -19,6 +19,9 @@ struct ZSTD_CCtx_s;
 
 namespace tw::archive {
 
+// The threads CompressionOptions::threads asks for: 0 is one per online core, at most 4.
+int resolved_threads(int threads);
+
 struct StoredContent {
   std::string sha256;
   std::uint64_t size = 0;         // uncompressed bytes read

@@ -61,6 +61,7 @@ class BlobCompressor {
   ~BlobCompressor();
   // The frame of `raw` (valid until the next call).
   Expected<std::span<const char>> compress(std::span<const char> raw);
+  int level() const { return level_; }
 
  private:
   ZSTD_CCtx_s* cctx_;

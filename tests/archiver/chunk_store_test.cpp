@@ -77,6 +77,50 @@ TEST_F(ChunkStoreTest, FilesOfEverySizeRestoreByteForByte) {
   }
 }
 
+TEST_F(ChunkStoreTest, ALargeFileOnSeveralThreadsIsStoredAsOnOne) {
+  // 6 MiB of which one 512 KiB block comes back four times, and a run of zeros (identical
+  // chunks of the largest size, one after another): identical chunks in one window and
+  // across windows, new chunks beside known ones.
+  const std::string block = random_bytes(512 << 10, 7);
+  std::string content = random_bytes(1 << 20, 8) + std::string(1 << 20, '\0');
+  for (int i = 0; i < 4; ++i) content += block + random_bytes(256 << 10, 9 + i);
+  content += random_bytes((6 << 20) - content.size(), 20);
+  ASSERT_EQ(content.size(), std::size_t{6} << 20);
+  const ChunkedContent one = put(content);
+
+  for (const int threads : {2, 3}) {
+    test::TempDir other;
+    DiskWriter disk(other.path(), nullptr);
+    ASSERT_TRUE(disk.make_dir(other / "packs"));
+    auto catalog = Catalog::open(other / "catalog.db", Store::Mode::ReadWrite);
+    ASSERT_TRUE(catalog) << catalog.error();
+    ChunkStore store(disk, other / "packs", *catalog, 1, kSmall, {}, threads);
+    const std::string file = other / "source";
+    test::write_file(file, content);
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    CatalogBatch batch;
+    auto stored = store.store(fd.get(), content.size(), "source", batch);
+    ASSERT_TRUE(stored) << stored.fault().message;
+    EXPECT_EQ(stored->chunks, one.chunks) << threads;
+    EXPECT_EQ(stored->sha256, one.sha256);
+    EXPECT_EQ(stored->bytes_added, one.bytes_added) << "each chunk stored once";
+    ASSERT_TRUE(store.sync());
+    ASSERT_TRUE(catalog->commit(batch));
+    const std::string restored = other / "restored";
+    UniqueFd out(::open(restored.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    auto n = store.extract(stored->chunks, stored->sha256, out.get(), false);
+    ASSERT_TRUE(n) << n.error();
+    EXPECT_EQ(test::read_file(restored), content);
+    // Stored again: every chunk is known, nothing is added.
+    UniqueFd again(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    CatalogBatch second;
+    auto repeat = store.store(again.get(), content.size(), "source", second);
+    ASSERT_TRUE(repeat) << repeat.fault().message;
+    EXPECT_EQ(repeat->bytes_added, 0u);
+    EXPECT_EQ(repeat->chunks, one.chunks);
+  }
+}
+
 TEST_F(ChunkStoreTest, SameContentIsStoredOnceAndAnAppendStoresLittle) {
   const std::string content = random_bytes(1 << 20, 1);
   const ChunkedContent first = put(content);
