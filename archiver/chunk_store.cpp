@@ -198,28 +198,82 @@ Result<int> ChunkStore::pack_fd(const std::string& name) {
   return open_packs_.front().second.get();
 }
 
+Result<ChunkStore::Located> ChunkStore::locate(const std::string& id, const CatalogBatch* staged) {
+  std::optional<BlobRef> ref;
+  if (const BlobRef* pending = staged != nullptr ? staged->blob(id) : nullptr) {
+    ref = *pending;
+  } else {
+    auto known = catalog_.blob(id);
+    if (!known) return Error{known.error()};
+    ref = *known;
+  }
+  if (!ref) return Error{fmt::format("blob {} is missing (not in the catalog)", id)};
+  auto fd = pack_fd(ref->pack);
+  if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
+  return Located{*fd, std::move(*ref), &id};
+}
+
+Result<std::vector<char>> ChunkStore::read_located(const Located& at) {
+  // The whole content is hashed by the sink against the version's digest: no blob's own.
+  auto raw = read_blob(at.pack_fd, at.ref, *at.id, false);
+  if (!raw) return Error{fmt::format("blob {} in pack {}: {}", *at.id, at.ref.pack, raw.error())};
+  return raw;
+}
+
 Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks,
                                           const std::string& sha256, int out_fd, bool sparse,
                                           const CatalogBatch* staged) {
   ContentSink sink(out_fd, sparse);
+  if (threads_ > 1 && chunks.size() > 1) return extract_windowed(chunks, sha256, sink, staged);
   for (const auto& id : chunks) {
-    std::optional<BlobRef> ref;
-    if (const BlobRef* pending = staged != nullptr ? staged->blob(id) : nullptr) {
-      ref = *pending;
-    } else {
-      auto known = catalog_.blob(id);
-      if (!known) return Error{known.error()};
-      ref = *known;
-    }
-    if (!ref) return Error{fmt::format("blob {} is missing (not in the catalog)", id)};
-    auto fd = pack_fd(ref->pack);
-    if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
-    // The whole content is hashed below against the version's digest: no blob's own.
-    auto raw = read_blob(*fd, *ref, id, false);
-    if (!raw) return Error{fmt::format("blob {} in pack {}: {}", id, ref->pack, raw.error())};
+    auto at = locate(id, staged);
+    if (!at) return Error{at.error()};
+    auto raw = read_located(*at);
+    if (!raw) return Error{raw.error()};
     if (auto written = sink.write({raw->data(), raw->size()}); !written) {
       return Error{written.error()};
     }
+  }
+  return sink.finish(sha256);
+}
+
+Result<std::uint64_t> ChunkStore::extract_windowed(const std::vector<std::string>& chunks,
+                                                   const std::string& sha256, ContentSink& sink,
+                                                   const CatalogBatch* staged) {
+  // A window of blobs is read and decompressed on the workers while this thread hashes and
+  // writes the window before it, in order. No more blobs in a window than packs kept open,
+  // so a window's descriptors stay open until its blobs are read.
+  const auto workers = static_cast<std::size_t>(threads_);
+  const std::size_t size = std::min(2 * workers, kOpenPacks);
+  struct Slot {
+    Located at;
+    Result<std::vector<char>> raw = Error{"not read"};
+  };
+  std::vector<Slot> ready;  // the window read last, to write
+  for (std::size_t next = 0; next < chunks.size() || !ready.empty();) {
+    std::vector<Slot> window;
+    for (; next < chunks.size() && window.size() < size; ++next) {
+      auto at = locate(chunks[next], staged);
+      if (!at) return Error{at.error()};
+      window.push_back(Slot{std::move(*at)});
+    }
+    std::optional<Error> failed;
+    for_each_on_workers(window, workers, [](Slot& slot, std::size_t) {
+      slot.raw = read_located(slot.at);
+    }, [&] {
+      for (auto& slot : ready) {
+        if (!slot.raw) {
+          failed = Error{slot.raw.error()};
+          return;
+        }
+        if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
+          failed = Error{written.error()};
+          return;
+        }
+      }
+    });
+    if (failed) return *failed;
+    ready = std::move(window);
   }
   return sink.finish(sha256);
 }

@@ -75,6 +75,20 @@ class ChunkStore {
   // store() for a large file with threads_ > 1.
   Expected<ChunkedContent> store_windowed(int fd, std::uint64_t expected_size,
                                           const std::string& shown, CatalogBatch& batch);
+  // Where blob `id` is, with its pack open (the descriptor stays open for kOpenPacks more
+  // look-ups).
+  struct Located {
+    int pack_fd = -1;
+    BlobRef ref;
+    const std::string* id = nullptr;
+  };
+  Result<Located> locate(const std::string& id, const CatalogBatch* staged);
+  // The blob's bytes (safe on any thread).
+  static Result<std::vector<char>> read_located(const Located& at);
+  // extract() for a content of several chunks with threads_ > 1.
+  Result<std::uint64_t> extract_windowed(const std::vector<std::string>& chunks,
+                                         const std::string& sha256, ContentSink& sink,
+                                         const CatalogBatch* staged);
   // An open read descriptor of pack `name` (a few are kept open).
   Result<int> pack_fd(const std::string& name);
 
