@@ -59,7 +59,7 @@ void ScanWalk::consider(const std::string& path, const struct stat& st, std::vec
   push(out, std::move(c));
 }
 
-void ScanWalk::start(std::vector<Change>& out) {
+void ScanWalk::start() {
   phase_ = Phase::Done;
   struct stat top {};
   // A top that is a link (even a source directory replaced by one) is not entered: the
@@ -68,8 +68,7 @@ void ScanWalk::start(std::vector<Change>& out) {
       filter_.excluded(request_.dir)) {
     return;
   }
-  consider(request_.dir, top, out);
-  dirs_.push_back(request_.dir);
+  dirs_.push_back(request_.dir);  // considered as the walk enters it
   phase_ = Phase::Walk;
 }
 
@@ -79,6 +78,11 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
     listing_dir_ = std::move(dirs_.back());
     dirs_.pop_back();
     if (on_directory) on_directory(listing_dir_);
+    // A directory is looked at as the walk enters it, once its watch is in place (the
+    // hook adds it), not when its parent was listed: an entry made in it between the two
+    // changes its times, and no event would tell of that.
+    struct stat st {};
+    if (::lstat(listing_dir_.c_str(), &st) == 0) consider(listing_dir_, st, out);
     listing_.reset(::opendir(listing_dir_.c_str()));
     if (!listing_ && errno != ENOENT && errno != ENOTDIR) {
       spdlog::warn("cannot list {}: {}", shown_path(listing_dir_), std::strerror(errno));
@@ -100,8 +104,11 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
   if (filter_.excluded(path)) return true;
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return true;  // gone meanwhile: its event follows
-  consider(path, st, out);
-  if (S_ISDIR(st.st_mode)) subdirs_.push_back(std::move(path));
+  if (S_ISDIR(st.st_mode)) {
+    subdirs_.push_back(std::move(path));
+  } else {
+    consider(path, st, out);
+  }
   return true;
 }
 
@@ -129,7 +136,7 @@ bool ScanWalk::step(std::size_t budget, const DirectoryHook& on_directory,
   for (std::size_t done = 0; done < budget && phase_ != Phase::Done; ++done) {
     switch (phase_) {
       case Phase::Start:
-        start(out);
+        start();
         break;
       case Phase::Walk:
         if (!walk_one(on_directory, out)) {

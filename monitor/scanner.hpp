@@ -4,7 +4,9 @@
 // that was just created, moved in or renamed. Links are never followed (a path with a link
 // among its components is not the source's: the archiver treats it as absent); excluded
 // paths are skipped (an excluded directory is not entered); fifos, sockets and devices are
-// not archived and so not queued.
+// not archived and so not queued. A directory is compared as the walk enters it, after the
+// directory hook (where the watcher adds its watch), so that a change of its entries made
+// after its parent was listed is either seen by the comparison or reported by the watch.
 // Not thread-safe: one Scanner (or ScanWalk) per thread (it uses the ArchiveView).
 #pragma once
 
@@ -78,7 +80,7 @@ class ScanWalk {
  private:
   enum class Phase { Start, Walk, Deletes, Done };
 
-  void start(std::vector<Change>& out);
+  void start();
   // Reads the next entry of the directory being listed (opening the next one when none
   // is); false when nothing was left to read.
   bool walk_one(const DirectoryHook& on_directory, std::vector<Change>& out);

@@ -116,6 +116,30 @@ TEST_F(ScannerTest, OnlyWhatChangedIsQueued) {
                     }));
 }
 
+TEST_F(ScannerTest, ADirectoryThatChangesAsTheWalkEntersItIsQueued) {
+  write("d/a", "1");
+  // An old time, so that the entry made below changes it whatever the clock's grain.
+  const struct timespec old[2] = {{946684800, 0}, {946684800, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path("d").c_str(), old, AT_SYMLINK_NOFOLLOW), 0);
+  archive_all();
+  ArchiveView view((dir_ / "archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  Scanner scanner(filter, view);
+  std::vector<Change> changes;
+  // The walk enters d (where the watcher adds d's watch) after its parent listed it: an
+  // entry made in d between the two changes d's times, and no event tells of it.
+  scanner.scan(
+      {src_, src_, true, nullptr},
+      [&](const std::string& d) {
+        if (d == path("d")) write("d/late", "2");
+      },
+      changes);
+  std::vector<std::string> out;
+  for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"STAT " + path("d"), "UPDATE " + path("d/late")}));
+}
+
 TEST_F(ScannerTest, ContentRewrittenWithTheSameSizeIsFoundByItsTime) {
   write("f", "aaaa");
   archive_all();
