@@ -23,7 +23,22 @@ namespace {
 // only wait for each other).
 constexpr int kSlotHexDigits = 8;  // of the path's key: 2^32 slots, masked to 2^30 below
 
+// The byte of the locks file that stands for `slot`, as an OFD lock request of `type`.
+struct flock slot_range(short type, off_t slot) {
+  struct flock range {};
+  range.l_type = type;
+  range.l_whence = SEEK_SET;
+  range.l_start = slot;
+  range.l_len = 1;
+  return range;
+}
+
 }  // namespace
+
+void unlock_slot(int locks_fd, off_t slot) {
+  struct flock range = slot_range(F_UNLCK, slot);
+  ::fcntl(locks_fd, F_OFD_SETLK, &range);
+}
 
 Status Store::Impl::open_format2() {
   const bool writable = mode == Store::Mode::ReadWrite;
@@ -132,33 +147,20 @@ Done Store::Impl::flush_group() {
       ++it;
       continue;
     }
-    unlock_slot(*it);
+    unlock_slot(locks.get(), *it);
     it = group_slots.erase(it);
   }
   return done;
 }
 
 int Store::Impl::lock_slot(off_t slot, bool try_only) {
-  struct flock range {};
-  range.l_type = F_WRLCK;
-  range.l_whence = SEEK_SET;
-  range.l_start = slot;
-  range.l_len = 1;
+  struct flock range = slot_range(F_WRLCK, slot);
   while (::fcntl(locks.get(), try_only ? F_OFD_SETLK : F_OFD_SETLKW, &range) != 0) {
     if (errno == EAGAIN || errno == EACCES) return EAGAIN;
     if (errno != EINTR) return errno;
     if (cancelled()) return EINTR;
   }
   return 0;
-}
-
-void Store::Impl::unlock_slot(off_t slot) {
-  struct flock range {};
-  range.l_type = F_UNLCK;
-  range.l_whence = SEEK_SET;
-  range.l_start = slot;
-  range.l_len = 1;
-  ::fcntl(locks.get(), F_OFD_SETLK, &range);
 }
 
 Expected<History> Store::Impl::catalog_history(std::string_view path, bool latest_only) const {

@@ -97,6 +97,18 @@ class LineReader {
     return status;
   }
 
+  // True when next() would not wait: a whole line (or the end of input) is here already,
+  // after taking in whatever stdin holds now. Part of a line is not enough: its rest may
+  // come only after the answers the caller is holding back.
+  bool ready() {
+    while (!lines_.ready() && !eof_) {
+      struct pollfd fd = {fd_, POLLIN, 0};
+      if (::poll(&fd, 1, 0) <= 0) return false;
+      if (!take_in()) return errno != EINTR && errno != EAGAIN;  // next() reports the error
+    }
+    return true;
+  }
+
  private:
   Status read_next(std::string& line) {
     while (true) {
@@ -122,43 +134,29 @@ class LineReader {
         continue;
       }
       if (fds[0].revents == 0) continue;  // woken by a signal
-      char chunk[64 * 1024];
-      const ssize_t n = ::read(fd_, chunk, sizeof chunk);
-      if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        return Status::Error;
-      }
-      if (n == 0) return lines_.take_unterminated(line) ? Status::Line : Status::Eof;
-      lines_.append(std::string_view(chunk, static_cast<std::size_t>(n)));
+      if (!take_in() && errno != EINTR && errno != EAGAIN) return Status::Error;
     }
   }
 
- public:
-  // True when next() would not wait: a whole line (or the end of input) is here already,
-  // after taking in whatever stdin holds now. Part of a line is not enough: its rest may
-  // come only after the answers the caller is holding back.
-  bool ready() {
-    while (!lines_.ready() && !eof_) {
-      struct pollfd fd = {fd_, POLLIN, 0};
-      if (::poll(&fd, 1, 0) <= 0) return false;
-      char chunk[64 * 1024];
-      const ssize_t n = ::read(fd_, chunk, sizeof chunk);
-      if (n < 0) return errno != EINTR && errno != EAGAIN;  // next() reports the error
-      if (n == 0) {
-        eof_ = true;
-        break;
-      }
+  // One read of what the descriptor holds into lines_ (at its end, eof_ is set); false on
+  // a read error, errno telling which.
+  bool take_in() {
+    char chunk[64 * 1024];
+    const ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    if (n < 0) return false;
+    if (n == 0) {
+      eof_ = true;
+    } else {
       lines_.append(std::string_view(chunk, static_cast<std::size_t>(n)));
     }
     return true;
   }
 
- private:
   int fd_;
   std::function<bool()> on_quiet_;
   bool quiet_due_ = false;  // a request came since on_quiet_ last returned true
   std::chrono::milliseconds quiet_wait_ = kQuiet;
-  bool eof_ = false;        // ready() met the end of input
+  bool eof_ = false;        // the end of input was read
   tw::LineBuffer lines_{kMaxLine, kKeptOfOverlong};
 };
 

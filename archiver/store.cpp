@@ -175,11 +175,12 @@ Done Store::Impl::finish_link(std::string_view path) {
 Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
   if (format == 2) {
     const off_t slot = static_cast<off_t>(std::stoull(lock_rank(path), nullptr, 16));
+    const auto failed = [](int err) {
+      return err == EINTR ? retry("cancelled")
+                          : errno_fault(err, Side::Archive, "locking a path in locks");
+    };
     if (!grouping) {
-      if (const int err = lock_slot(slot, false); err != 0) {
-        return err == EINTR ? retry("cancelled")
-                            : errno_fault(err, Side::Archive, "locking a path in locks");
-      }
+      if (const int err = lock_slot(slot, false); err != 0) return failed(err);
       return NodeLock(locks.get(), slot);
     }
     if (group_slots.count(slot) == 0) {
@@ -190,10 +191,7 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
         if (auto flushed = flush_group(); !flushed) return flushed.fault();
         err = lock_slot(slot, false);
       }
-      if (err != 0) {
-        return err == EINTR ? retry("cancelled")
-                            : errno_fault(err, Side::Archive, "locking a path in locks");
-      }
+      if (err != 0) return failed(err);
       group_slots.insert(slot);
     }
     ++step_slots[slot];
@@ -231,13 +229,7 @@ NodeLock::~NodeLock() {
     if (held != step_slots_->end() && --held->second == 0) step_slots_->erase(held);
     return;
   }
-  if (range_fd_ < 0) return;
-  struct flock range {};
-  range.l_type = F_UNLCK;
-  range.l_whence = SEEK_SET;
-  range.l_start = slot_;
-  range.l_len = 1;
-  ::fcntl(range_fd_, F_OFD_SETLK, &range);
+  if (range_fd_ >= 0) unlock_slot(range_fd_, slot_);
 }
 
 void NodeLock::drop_if_unused(const std::string& node_base) {

@@ -34,6 +34,9 @@ inline constexpr std::string_view kPendingSuffix = ".pending";
 //
 // Format 1 locks a file per node; format 2 a byte of <root>/locks (an OFD lock, released by
 // the kernel when the process dies), at an offset derived from the path's key.
+// Format 2: releases `slot` of the locks file `locks_fd` (Store::Impl::lock_slot took it).
+void unlock_slot(int locks_fd, off_t slot);
+
 class NodeLock {
  public:
   NodeLock() = default;
@@ -155,7 +158,6 @@ struct Store::Impl {
   // Format 2: locks `slot` of <root>/locks (waiting for another holder unless `try_only`).
   // Returns 0, EAGAIN when `try_only` found it held, or another errno.
   int lock_slot(off_t slot, bool try_only);
-  void unlock_slot(off_t slot);
   // Format 2: the staged paths within `dir`, with their ancestors below it (`direct`: only
   // those directly beneath it; else `dir` too when any). Unsorted, repeats possible.
   std::vector<std::string> staged_within(std::string_view dir, bool direct) const;
