@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -16,16 +17,22 @@
 namespace tw::archive {
 namespace {
 
-// Version 1 of the catalog's schema (PRAGMA user_version). Digests are stored as their 32
-// bytes; `chunks` is the concatenation of a file's blob ids, NULL when the file is one chunk
-// (its blob is then the content's own digest) or has none.
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS nodes(
+// The catalog's schema (PRAGMA user_version). Digests are stored as their 32 bytes;
+// `chunks` is the concatenation of a file's blob ids, NULL when the file is one chunk (its
+// blob is then the content's own digest) or has none.
+//
+// Version 2 (this release writes it): the tree as (parent, name) rows, the root "/" being
+// the row with no parent and an empty name, and packs named once in `packs`.
+constexpr int kSchemaVersion = 2;
+constexpr const char* kNodesTable = R"sql(
+CREATE TABLE nodes(
   id INTEGER PRIMARY KEY,
-  path BLOB NOT NULL UNIQUE,
-  parent INTEGER REFERENCES nodes(id));
-CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent);
-CREATE TABLE IF NOT EXISTS versions(
+  parent INTEGER REFERENCES nodes(id),
+  name BLOB NOT NULL,
+  UNIQUE(parent, name));
+)sql";
+constexpr const char* kVersionsTable = R"sql(
+CREATE TABLE versions(
   node INTEGER NOT NULL REFERENCES nodes(id),
   number INTEGER NOT NULL,
   archived_at INTEGER NOT NULL,
@@ -43,13 +50,38 @@ CREATE TABLE IF NOT EXISTS versions(
   moved_to BLOB,
   chunks BLOB,
   PRIMARY KEY(node, number)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS blobs(
+)sql";
+constexpr const char* kPacksAndBlobsTables = R"sql(
+CREATE TABLE packs(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE);
+CREATE TABLE blobs(
   id BLOB PRIMARY KEY,
-  pack TEXT NOT NULL,
+  pack INTEGER NOT NULL REFERENCES packs(id),
   offset INTEGER NOT NULL,
   stored INTEGER NOT NULL,
   raw INTEGER NOT NULL) WITHOUT ROWID;
-PRAGMA user_version = 1;
+)sql";
+constexpr const char* kSetVersion = "PRAGMA user_version = 2;";
+
+// Version 1 (the first release of format 2) kept every node's whole path, with its own
+// index, and each blob's pack by name: nodes(id, path UNIQUE, parent), the index
+// nodes_by_parent, versions as above, blobs(id, pack TEXT, offset, stored, raw). It is read
+// as it is (a read-only open) and upgraded in place by the first writer (upgrade_from_1):
+// the old tables are set aside (legacy_alter_table: `versions` keeps naming `nodes`), the
+// new ones made, filled and the old dropped. Node ids stay, so `versions` is untouched.
+constexpr const char* kUpgrade1Begin = R"sql(
+ALTER TABLE blobs RENAME TO blobs_1;
+ALTER TABLE nodes RENAME TO nodes_1;
+)sql";
+constexpr const char* kUpgrade1Blobs = R"sql(
+INSERT INTO packs(name) SELECT DISTINCT pack FROM blobs_1 ORDER BY pack;
+INSERT INTO blobs SELECT b.id, p.id, b.offset, b.stored, b.raw FROM blobs_1 b
+  JOIN packs p ON p.name = b.pack;
+)sql";
+constexpr const char* kUpgrade1End = R"sql(
+DROP TABLE blobs_1;
+DROP TABLE nodes_1;
 )sql";
 
 // How long a writer waits for another process's transaction before it gives up (RETRY).
@@ -105,7 +137,13 @@ void bind_optional(sqlite3_stmt* s, int index, std::string_view bytes) {
 struct Catalog::Impl {
   std::unique_ptr<sqlite3, DbClose> db;
   std::string file;
+  int schema = kSchemaVersion;  // of the file (1 only when read, before a writer upgrades it)
   std::map<std::string, Statement, std::less<>> statements;  // prepared once each
+  // Ids of nodes and packs known to be committed (they never change once committed), and
+  // those added by the transaction under way, kept apart until it commits.
+  std::unordered_map<std::string, std::int64_t> node_ids, pack_ids;
+  std::unordered_map<std::string, std::int64_t> new_node_ids, new_pack_ids;
+  bool writing = false;  // inside commit()'s transaction
 
   std::string failure(std::string_view what) const {
     return fmt::format("catalog {}: {}: {}", shown_path(file), what, sqlite3_errmsg(db.get()));
@@ -133,18 +171,93 @@ struct Catalog::Impl {
     return Ok{};
   }
 
-  // The node id of `path`, if it is in the tree.
-  Result<std::optional<std::int64_t>> node_of(std::string_view path) {
-    auto s = statement("SELECT id FROM nodes WHERE path = ?1");
+  Result<int> user_version() {
+    auto s = statement("PRAGMA user_version");
     if (!s) return Error{s.error()};
-    bind_bytes(*s, 1, path);
-    const int rc = sqlite3_step(*s);
-    if (rc == SQLITE_ROW) return std::optional<std::int64_t>(sqlite3_column_int64(*s, 0));
-    if (rc == SQLITE_DONE) return std::optional<std::int64_t>();
-    return Error{failure("looking up a path")};
+    if (sqlite3_step(*s) != SQLITE_ROW) return Error{failure("reading the catalog's version")};
+    return sqlite3_column_int(*s, 0);
   }
 
-  // The node id of `path`, adding it and its missing ancestors (inside a transaction).
+  // After a read failed: whether a writer has upgraded the catalog since it was opened (its
+  // statements then name tables that are gone); if so, reads go on in the new schema.
+  bool schema_changed() {
+    auto now = user_version();
+    if (!now || *now == schema || *now < 1 || *now > kSchemaVersion) return false;
+    schema = *now;
+    statements.clear();
+    node_ids.clear();
+    pack_ids.clear();
+    return true;
+  }
+
+  // Runs the read `f`, once more if it failed because the schema changed under it.
+  template <class F>
+  auto read(F&& f) -> decltype(f()) {
+    auto result = f();
+    if (!result && schema_changed()) result = f();
+    return result;
+  }
+
+  // A committed id from `known`, or one the transaction under way added.
+  std::optional<std::int64_t> recall(const std::unordered_map<std::string, std::int64_t>& known,
+                                     const std::unordered_map<std::string, std::int64_t>& added,
+                                     std::string_view key) const {
+    const std::string k(key);
+    if (auto it = known.find(k); it != known.end()) return it->second;
+    if (auto it = added.find(k); it != added.end()) return it->second;
+    return std::nullopt;
+  }
+  // Remembers an id found or added; within commit() it joins `known` only once committed.
+  // The memory is bounded: a map that grows past 65,536 ids starts again.
+  void remember(std::unordered_map<std::string, std::int64_t>& known,
+                std::unordered_map<std::string, std::int64_t>& added, std::string_view key,
+                std::int64_t id) {
+    auto& into = writing ? added : known;
+    if (into.size() >= 65'536) into.clear();
+    into.emplace(std::string(key), id);
+  }
+
+  // The node id of `path`, if it is in the tree. Schema 2 walks down from the root, one
+  // look-up per component not yet known (a directory's id is kept once looked up).
+  Result<std::optional<std::int64_t>> node_of(std::string_view path) {
+    if (schema == 1) {
+      auto s = statement("SELECT id FROM nodes WHERE path = ?1");
+      if (!s) return Error{s.error()};
+      bind_bytes(*s, 1, path);
+      return optional_id(*s, "looking up a path");
+    }
+    if (auto id = recall(node_ids, new_node_ids, path)) return id;
+    std::optional<std::int64_t> found;
+    if (path == "/") {
+      auto s = statement("SELECT id FROM nodes WHERE parent IS NULL");
+      if (!s) return Error{s.error()};
+      auto id = optional_id(*s, "looking up the root");
+      if (!id) return id;
+      found = *id;
+    } else {
+      auto parent = node_of(parent_path(path));
+      if (!parent || !*parent) return parent;
+      auto s = statement("SELECT id FROM nodes WHERE parent = ?1 AND name = ?2");
+      if (!s) return Error{s.error()};
+      sqlite3_bind_int64(*s, 1, **parent);
+      bind_bytes(*s, 2, base_name(path));
+      auto id = optional_id(*s, "looking up a path");
+      if (!id) return id;
+      found = *id;
+    }
+    // Found by a read inside commit()'s transaction, it may be the transaction's own.
+    if (found) remember(node_ids, new_node_ids, path, *found);
+    return found;
+  }
+
+  Result<std::optional<std::int64_t>> optional_id(sqlite3_stmt* s, std::string_view what) {
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) return std::optional<std::int64_t>(sqlite3_column_int64(s, 0));
+    if (rc == SQLITE_DONE) return std::optional<std::int64_t>();
+    return Error{failure(what)};
+  }
+
+  // The node id of `path`, adding it and its missing ancestors (inside commit(); schema 2).
   Result<std::int64_t> ensure_node(const std::string& path) {
     auto found = node_of(path);
     if (!found) return Error{found.error()};
@@ -155,12 +268,70 @@ struct Catalog::Impl {
       if (!up) return up;
       parent = *up;
     }
-    auto s = statement("INSERT INTO nodes(path, parent) VALUES (?1, ?2)");
+    auto s = statement("INSERT INTO nodes(parent, name) VALUES (?1, ?2)");
     if (!s) return Error{s.error()};
-    bind_bytes(*s, 1, path);
-    if (parent) sqlite3_bind_int64(*s, 2, *parent);
+    if (parent) sqlite3_bind_int64(*s, 1, *parent);
+    bind_bytes(*s, 2, base_name(path));
     if (sqlite3_step(*s) != SQLITE_DONE) return Error{failure("adding a path")};
-    return sqlite3_last_insert_rowid(db.get());
+    const std::int64_t id = sqlite3_last_insert_rowid(db.get());
+    remember(node_ids, new_node_ids, path, id);
+    return id;
+  }
+
+  // The id of pack `name`, adding it (inside commit(); schema 2).
+  Result<std::int64_t> ensure_pack(std::string_view name) {
+    if (auto id = recall(pack_ids, new_pack_ids, name)) return *id;
+    auto s = statement("INSERT INTO packs(name) VALUES (?1) ON CONFLICT(name) DO NOTHING");
+    if (!s) return Error{s.error()};
+    sqlite3_bind_text(*s, 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(*s) != SQLITE_DONE) return Error{failure("adding a pack")};
+    auto q = statement("SELECT id FROM packs WHERE name = ?1");
+    if (!q) return Error{q.error()};
+    sqlite3_bind_text(*q, 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+    auto id = optional_id(*q, "looking up a pack");
+    if (!id) return Error{id.error()};
+    if (!*id) return Error{failure("a pack just added is missing")};
+    remember(pack_ids, new_pack_ids, name, **id);
+    return **id;
+  }
+
+  // The paths of the nodes directly beneath node `id` (at `path`), sorted, with their ids
+  // and whether they have a history.
+  struct Child {
+    std::string path;
+    std::int64_t id;
+    bool archived;
+  };
+  Result<std::vector<Child>> children_of(std::int64_t id, std::string_view path) {
+    std::vector<Child> out;
+    auto s = statement(
+        schema == 1 ? "SELECT path, id, EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
+                      "FROM nodes WHERE parent = ?1 ORDER BY path"
+                    : "SELECT name, id, EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
+                      "FROM nodes WHERE parent = ?1 ORDER BY name");
+    if (!s) return Error{s.error()};
+    sqlite3_bind_int64(*s, 1, id);
+    int rc;
+    while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
+      const std::string name = column_bytes(*s, 0);
+      out.push_back({schema == 1 ? name : join_path(path, name), sqlite3_column_int64(*s, 1),
+                     sqlite3_column_int(*s, 2) != 0});
+    }
+    if (rc != SQLITE_DONE) return Error{failure("listing paths")};
+    return out;
+  }
+
+  // `path` (node `id`) and every path beneath it, depth first; with `archived_only`, those
+  // with a history only. Not sorted: a name may sort before its parent's '/'.
+  Status walk(std::int64_t id, const std::string& path, bool archived, bool archived_only,
+              std::vector<std::string>& out) {
+    if (archived || !archived_only) out.push_back(path);
+    auto children = children_of(id, path);
+    if (!children) return Error{children.error()};
+    for (auto& child : *children) {
+      if (auto s = walk(child.id, child.path, child.archived, archived_only, out); !s) return s;
+    }
+    return Ok{};
   }
 
   static Version read_version(sqlite3_stmt* s) {
@@ -193,14 +364,17 @@ struct Catalog::Impl {
 
   // The last `count` versions of `path` (-1: all), oldest first: one index range read.
   Result<std::vector<Version>> history(std::string_view path, std::int64_t count) {
+    auto node = node_of(path);
+    if (!node) return Error{node.error()};
+    std::vector<Version> out;
+    if (!*node) return out;
     auto s = statement(
         "SELECT number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino, link, "
-        "moved_from, moved_to, chunks FROM versions WHERE node = (SELECT id FROM nodes WHERE "
-        "path = ?1) ORDER BY number DESC LIMIT ?2");
+        "moved_from, moved_to, chunks FROM versions WHERE node = ?1 ORDER BY number DESC "
+        "LIMIT ?2");
     if (!s) return Error{s.error()};
-    bind_bytes(*s, 1, path);
+    sqlite3_bind_int64(*s, 1, **node);
     sqlite3_bind_int64(*s, 2, count);
-    std::vector<Version> out;
     int rc;
     while ((rc = sqlite3_step(*s)) == SQLITE_ROW) out.push_back(read_version(*s));
     if (rc != SQLITE_DONE) return Error{failure("reading a history")};
@@ -208,12 +382,44 @@ struct Catalog::Impl {
     return out;
   }
 
-  Result<std::vector<std::string>> paths(sqlite3_stmt* s) {
-    std::vector<std::string> out;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(column_bytes(s, 0));
-    if (rc != SQLITE_DONE) return Error{failure("listing paths")};
-    return out;
+  // A blob's place from a row of (pack name, offset, stored, raw) from column `first`.
+  static BlobRef read_ref(sqlite3_stmt* s, int first) {
+    return BlobRef{reinterpret_cast<const char*>(sqlite3_column_text(s, first)),
+                   static_cast<std::uint64_t>(sqlite3_column_int64(s, first + 1)),
+                   static_cast<std::uint64_t>(sqlite3_column_int64(s, first + 2)),
+                   static_cast<std::uint64_t>(sqlite3_column_int64(s, first + 3))};
+  }
+
+  // Schema 1 to 2, inside the opening writer's transaction: node ids are kept, so versions
+  // stay as they are; a node's name is the last component of its old path.
+  Status upgrade_from_1() {
+    for (const char* sql :
+         {"PRAGMA legacy_alter_table=ON", kUpgrade1Begin, kNodesTable, kPacksAndBlobsTables,
+          "PRAGMA legacy_alter_table=OFF", kUpgrade1Blobs}) {
+      if (auto s = exec(sql); !s) return s;
+    }
+    {
+      auto from = statement("SELECT id, parent, path FROM nodes_1");
+      if (!from) return Error{from.error()};
+      auto into = statement("INSERT INTO nodes(id, parent, name) VALUES (?1, ?2, ?3)");
+      if (!into) return Error{into.error()};
+      int rc;
+      while ((rc = sqlite3_step(*from)) == SQLITE_ROW) {
+        sqlite3_reset(*into);
+        sqlite3_bind_int64(*into, 1, sqlite3_column_int64(*from, 0));
+        if (sqlite3_column_type(*from, 1) == SQLITE_NULL) {
+          sqlite3_bind_null(*into, 2);
+        } else {
+          sqlite3_bind_int64(*into, 2, sqlite3_column_int64(*from, 1));
+        }
+        bind_bytes(*into, 3, base_name(column_bytes(*from, 2)));
+        if (sqlite3_step(*into) != SQLITE_DONE) return Error{failure("upgrading the tree")};
+      }
+      if (rc != SQLITE_DONE) return Error{failure("reading the tree to upgrade")};
+    }  // both statements reset before their tables change
+    statements.clear();
+    if (auto s = exec(kUpgrade1End); !s) return s;
+    return exec(kSetVersion);
   }
 };
 
@@ -276,6 +482,10 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
   if (rc != SQLITE_OK) return Error{impl->failure("opening")};
   sqlite3_busy_timeout(raw, kBusyTimeoutMs);
   sqlite3_extended_result_codes(raw, 1);
+  const auto too_new = [&](int version) {
+    return Error{fmt::format("catalog {} has schema version {}, newer than this release reads ({})",
+                             shown_path(file), version, kSchemaVersion)};
+  };
   if (writable) {
     // WAL: readers never block the writer; FULL: a commit is durable when it returns.
     // Switching to WAL takes the database alone; a catalog in use is in WAL already.
@@ -300,25 +510,47 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     // A checkpoint every 256 pages (1 MiB) instead of 1,000: the WAL a running archive
     // carries stays small, for one more sync of the catalog every 256 pages written.
     if (auto s = impl->exec("PRAGMA wal_autocheckpoint=256"); !s) return Error{s.error()};
-    if (auto s = impl->exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
-    // The schema in one transaction: a reader sees all of it (user_version 1) or none.
-    if (auto s = impl->exec((std::string("BEGIN IMMEDIATE;") + kSchema + "COMMIT;").c_str()); !s) {
+    // The schema is created, or upgraded, in one transaction: a reader sees all of it or
+    // none. Foreign keys are checked once the upgrade is done, not while its tables are
+    // swapped (dropping the old tree would otherwise count as deleting every node).
+    if (auto s = impl->exec("PRAGMA foreign_keys=OFF"); !s) return Error{s.error()};
+    if (auto s = impl->exec("BEGIN IMMEDIATE"); !s) return Error{s.error()};
+    const auto set_up = [&]() -> Status {
+      auto version = impl->user_version();
+      if (!version) return Error{version.error()};
+      if (*version > kSchemaVersion) return too_new(*version);
+      if (*version == 0) {
+        for (const char* sql : {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion}) {
+          if (auto s = impl->exec(sql); !s) return s;
+        }
+      } else if (*version == 1) {
+        if (auto s = impl->upgrade_from_1(); !s) return s;
+        auto check = impl->statement("PRAGMA foreign_key_check");
+        if (!check) return Error{check.error()};
+        if (sqlite3_step(*check) != SQLITE_DONE) {
+          return Error{impl->failure("the upgraded catalog names a node or pack it lacks")};
+        }
+      }
+      return impl->exec("COMMIT");
+    };
+    if (auto s = set_up(); !s) {
       (void)impl->exec("ROLLBACK");
       return Error{s.error()};
     }
+    impl->statements.clear();
+    if (auto s = impl->exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
   } else {
     // A catalog a writer has created but not yet set up (the archivers start beside the
     // monitor's first look at a new archive) holds nothing yet: refused as such, so that
     // a reader does not fail each look-up with "no such table" instead.
-    auto version = impl->statement("PRAGMA user_version");
+    auto version = impl->user_version();
     if (!version) return Error{version.error()};
-    if (sqlite3_step(*version) != SQLITE_ROW) {
-      return Error{impl->failure("reading the catalog's version")};
-    }
-    if (sqlite3_column_int(*version, 0) < 1) {
+    if (*version < 1) {
       return Error{fmt::format("catalog {} is not set up yet (a new archive being created)",
                                shown_path(file))};
     }
+    if (*version > kSchemaVersion) return too_new(*version);
+    impl->schema = *version;
   }
   return Catalog(std::move(impl));
 }
@@ -334,43 +566,75 @@ Result<bool> Catalog::fold_journal(std::chrono::milliseconds wait) {
 }
 
 Result<std::vector<Version>> Catalog::versions(std::string_view path) const {
-  return impl_->history(path, -1);
+  return impl_->read([&] { return impl_->history(path, -1); });
 }
 
 Result<std::optional<Version>> Catalog::latest(std::string_view path) const {
-  auto last = impl_->history(path, 1);
+  auto last = impl_->read([&] { return impl_->history(path, 1); });
   if (!last) return Error{last.error()};
   if (last->empty()) return std::optional<Version>();
   return std::optional<Version>(std::move(last->front()));
 }
 
 Result<std::vector<std::string>> Catalog::children(std::string_view dir) const {
-  auto s = impl_->statement(
-      "SELECT path FROM nodes WHERE parent = (SELECT id FROM nodes WHERE path = ?1) "
-      "ORDER BY path");
-  if (!s) return Error{s.error()};
-  bind_bytes(*s, 1, dir);
-  return impl_->paths(*s);
+  return impl_->read([&]() -> Result<std::vector<std::string>> {
+    auto node = impl_->node_of(dir);
+    if (!node) return Error{node.error()};
+    std::vector<std::string> out;
+    if (!*node) return out;
+    auto children = impl_->children_of(**node, dir);
+    if (!children) return Error{children.error()};
+    for (auto& child : *children) out.push_back(std::move(child.path));
+    return out;
+  });
 }
 
 Result<bool> Catalog::has_children(std::string_view dir) const {
-  auto s = impl_->statement(
-      "SELECT 1 FROM nodes WHERE parent = (SELECT id FROM nodes WHERE path = ?1) LIMIT 1");
-  if (!s) return Error{s.error()};
-  bind_bytes(*s, 1, dir);
-  const int rc = sqlite3_step(*s);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  return Error{impl_->failure("looking up children")};
+  return impl_->read([&]() -> Result<bool> {
+    auto node = impl_->node_of(dir);
+    if (!node) return Error{node.error()};
+    if (!*node) return false;
+    auto s = impl_->statement("SELECT 1 FROM nodes WHERE parent = ?1 LIMIT 1");
+    if (!s) return Error{s.error()};
+    sqlite3_bind_int64(*s, 1, **node);
+    const int rc = sqlite3_step(*s);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return Error{impl_->failure("looking up children")};
+  });
 }
 
-Result<std::vector<std::string>> Catalog::archived_paths() const {
-  auto s = impl_->statement(
-      "SELECT path FROM nodes WHERE EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
-      "ORDER BY path");
-  if (!s) return Error{s.error()};
-  return impl_->paths(*s);
+// `dir`'s subtree (the whole tree from "/"), sorted by path; `archived_only`: the paths
+// with a history.
+Result<std::vector<std::string>> Catalog::subtree(std::string_view dir, bool archived_only) const {
+  return impl_->read([&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    auto node = impl_->node_of(dir);
+    if (!node) return Error{node.error()};
+    if (!*node) return out;
+    bool archived = true;
+    if (archived_only) {
+      auto s = impl_->statement("SELECT EXISTS (SELECT 1 FROM versions WHERE node = ?1)");
+      if (!s) return Error{s.error()};
+      sqlite3_bind_int64(*s, 1, **node);
+      if (sqlite3_step(*s) != SQLITE_ROW) return Error{impl_->failure("reading a history")};
+      archived = sqlite3_column_int(*s, 0) != 0;
+    }
+    if (auto s = impl_->walk(**node, std::string(dir), archived, archived_only, out); !s) {
+      return Error{s.error()};
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  });
 }
+
+Result<std::vector<std::string>> Catalog::archived_paths() const { return subtree("/", true); }
+
+Result<std::vector<std::string>> Catalog::paths_within(std::string_view dir) const {
+  return subtree(dir, false);
+}
+
+int Catalog::schema_version() const { return impl_->schema; }
 
 Result<std::string> Catalog::integrity_problems() const {
   auto s = impl_->statement("PRAGMA integrity_check");
@@ -385,49 +649,36 @@ Result<std::string> Catalog::integrity_problems() const {
   return problems;
 }
 
-Result<std::vector<std::string>> Catalog::paths_within(std::string_view dir) const {
-  // `dir` itself, then the range of paths that begin with "dir/": from "dir/" up to (not
-  // including) "dir0", '0' being the byte after '/'.
-  const std::string prefix = dir == "/" ? "/" : std::string(dir) + "/";
-  std::string end = prefix;
-  end.back() = static_cast<char>('/' + 1);
-  auto s = impl_->statement(
-      "SELECT path FROM nodes WHERE path = ?1 OR (path >= ?2 AND path < ?3) ORDER BY path");
-  if (!s) return Error{s.error()};
-  bind_bytes(*s, 1, dir);
-  bind_bytes(*s, 2, prefix);
-  bind_bytes(*s, 3, end);
-  return impl_->paths(*s);
-}
-
 Result<std::optional<BlobRef>> Catalog::blob(std::string_view id) const {
-  auto s = impl_->statement("SELECT pack, offset, stored, raw FROM blobs WHERE id = ?1");
-  if (!s) return Error{s.error()};
-  bind_bytes(*s, 1, digest_bytes(id));
-  const int rc = sqlite3_step(*s);
-  if (rc == SQLITE_DONE) return std::optional<BlobRef>();
-  if (rc != SQLITE_ROW) return Error{impl_->failure("looking up a blob")};
-  return std::optional<BlobRef>(BlobRef{reinterpret_cast<const char*>(sqlite3_column_text(*s, 0)),
-                                        static_cast<std::uint64_t>(sqlite3_column_int64(*s, 1)),
-                                        static_cast<std::uint64_t>(sqlite3_column_int64(*s, 2)),
-                                        static_cast<std::uint64_t>(sqlite3_column_int64(*s, 3))});
+  return impl_->read([&]() -> Result<std::optional<BlobRef>> {
+    auto s = impl_->statement(impl_->schema == 1
+                                  ? "SELECT pack, offset, stored, raw FROM blobs WHERE id = ?1"
+                                  : "SELECT p.name, b.offset, b.stored, b.raw FROM blobs b "
+                                    "JOIN packs p ON p.id = b.pack WHERE b.id = ?1");
+    if (!s) return Error{s.error()};
+    bind_bytes(*s, 1, digest_bytes(id));
+    const int rc = sqlite3_step(*s);
+    if (rc == SQLITE_DONE) return std::optional<BlobRef>();
+    if (rc != SQLITE_ROW) return Error{impl_->failure("looking up a blob")};
+    return std::optional<BlobRef>(Impl::read_ref(*s, 0));
+  });
 }
 
 Result<std::vector<std::pair<std::string, BlobRef>>> Catalog::all_blobs() const {
-  auto s =
-      impl_->statement("SELECT id, pack, offset, stored, raw FROM blobs ORDER BY pack, offset");
-  if (!s) return Error{s.error()};
-  std::vector<std::pair<std::string, BlobRef>> out;
-  int rc;
-  while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
-    out.emplace_back(digest_hex(column_bytes(*s, 0)),
-                     BlobRef{reinterpret_cast<const char*>(sqlite3_column_text(*s, 1)),
-                             static_cast<std::uint64_t>(sqlite3_column_int64(*s, 2)),
-                             static_cast<std::uint64_t>(sqlite3_column_int64(*s, 3)),
-                             static_cast<std::uint64_t>(sqlite3_column_int64(*s, 4))});
-  }
-  if (rc != SQLITE_DONE) return Error{impl_->failure("listing blobs")};
-  return out;
+  return impl_->read([&]() -> Result<std::vector<std::pair<std::string, BlobRef>>> {
+    auto s = impl_->statement(
+        impl_->schema == 1 ? "SELECT id, pack, offset, stored, raw FROM blobs ORDER BY pack, offset"
+                           : "SELECT b.id, p.name, b.offset, b.stored, b.raw FROM blobs b JOIN "
+                             "packs p ON p.id = b.pack ORDER BY b.pack, b.offset");
+    if (!s) return Error{s.error()};
+    std::vector<std::pair<std::string, BlobRef>> out;
+    int rc;
+    while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
+      out.emplace_back(digest_hex(column_bytes(*s, 0)), Impl::read_ref(*s, 1));
+    }
+    if (rc != SQLITE_DONE) return Error{impl_->failure("listing blobs")};
+    return out;
+  });
 }
 
 Done Catalog::commit(const CatalogBatch& batch) {
@@ -435,16 +686,22 @@ Done Catalog::commit(const CatalogBatch& batch) {
   // IMMEDIATE: take the write lock first, so the transaction never fails half-way on a
   // lock another writer took meanwhile.
   if (auto begun = impl_->exec("BEGIN IMMEDIATE"); !begun) return retry(begun.error());
+  impl_->writing = true;
   const auto fail = [this](std::string message) -> Done {
     (void)impl_->exec("ROLLBACK");
+    impl_->writing = false;
+    impl_->new_node_ids.clear();
+    impl_->new_pack_ids.clear();
     return retry(std::move(message));
   };
   for (const auto& [id, ref] : batch.blobs_) {
+    auto pack = impl_->ensure_pack(ref.pack);
+    if (!pack) return fail(pack.error());
     auto s = impl_->statement(
         "INSERT OR IGNORE INTO blobs(id, pack, offset, stored, raw) VALUES (?1, ?2, ?3, ?4, ?5)");
     if (!s) return fail(s.error());
     bind_bytes(*s, 1, digest_bytes(id));
-    sqlite3_bind_text(*s, 2, ref.pack.data(), static_cast<int>(ref.pack.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(*s, 2, *pack);
     sqlite3_bind_int64(*s, 3, static_cast<sqlite3_int64>(ref.offset));
     sqlite3_bind_int64(*s, 4, static_cast<sqlite3_int64>(ref.stored));
     sqlite3_bind_int64(*s, 5, static_cast<sqlite3_int64>(ref.raw));
@@ -487,6 +744,12 @@ Done Catalog::commit(const CatalogBatch& batch) {
     }
   }
   if (auto done = impl_->exec("COMMIT"); !done) return fail(done.error());
+  // Committed: the ids the transaction added are now everyone's.
+  impl_->writing = false;
+  impl_->node_ids.merge(impl_->new_node_ids);
+  impl_->pack_ids.merge(impl_->new_pack_ids);
+  impl_->new_node_ids.clear();
+  impl_->new_pack_ids.clear();
   return Ok{};
 }
 

@@ -78,6 +78,9 @@ class Catalog {
   Result<std::vector<std::string>> archived_paths() const;
   // SQLite's own check of the file: empty when sound, else its findings.
   Result<std::string> integrity_problems() const;
+  // The schema version of the file (PRAGMA user_version): 2, or 1 when read-only and not
+  // yet upgraded.
+  int schema_version() const;
 
   // Folds the journal (WAL) into the catalog file and empties it, when no other process
   // is reading or writing it for `wait` (a quiet archive is then one file, with nothing
@@ -91,6 +94,7 @@ class Catalog {
  private:
   struct Impl;
   explicit Catalog(std::unique_ptr<Impl> impl);
+  Result<std::vector<std::string>> subtree(std::string_view dir, bool archived_only) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -67,11 +67,11 @@ Expected<bool> ChunkStore::known(const std::string& id, const CatalogBatch& batc
   return found->has_value();
 }
 
-Done ChunkStore::add_blob(const std::string& id, std::size_t raw, std::span<const char> frame,
+Done ChunkStore::add_blob(const std::string& id, std::size_t raw, const StoredBlob& stored,
                           CatalogBatch& batch, ChunkedContent& out) {
-  auto ref = pack_.append(id, raw, frame);
+  auto ref = pack_.append(id, raw, stored);
   if (!ref) return ref.fault();
-  out.bytes_added += kBlobHeaderSize + frame.size();
+  out.bytes_added += kBlobHeaderSize + stored.bytes.size();
   batch.add_blob(id, *ref);
   return Ok{};
 }
@@ -139,7 +139,7 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
         end = true;
         break;
       }
-      window.push_back(WindowChunk{{chunk->begin(), chunk->end()}, {}, false, {}, {}});
+      window.push_back(WindowChunk{{chunk->begin(), chunk->end()}, {}, false, {}, true, {}});
     }
     // The chunks' ids on the workers while this thread hashes the whole content.
     for_each_on_workers(window, workers, [](WindowChunk& c, std::size_t) {
@@ -165,12 +165,17 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
         c->fault = frame.fault();
         return;
       }
-      c->frame.assign(frame->begin(), frame->end());
+      c->compressed = frame->compressed;
+      if (c->compressed) c->frame.assign(frame->bytes.begin(), frame->bytes.end());
     }, [] {});
     for (auto& c : window) {
       if (c.fresh) {
         if (c.fault) return *c.fault;
-        if (auto added = add_blob(c.id, c.bytes.size(), c.frame, batch, out); !added) {
+        const StoredBlob stored =
+            c.compressed ? StoredBlob{c.frame, true}
+                         : StoredBlob{{reinterpret_cast<const char*>(c.bytes.data()), c.bytes.size()},
+                                      false};
+        if (auto added = add_blob(c.id, c.bytes.size(), stored, batch, out); !added) {
           return added.fault();
         }
       }

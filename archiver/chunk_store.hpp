@@ -64,13 +64,14 @@ class ChunkStore {
     std::vector<std::uint8_t> bytes;
     std::string id;
     bool fresh = false;  // neither in the catalog, nor staged, nor earlier in the window
-    std::vector<char> frame;
+    std::vector<char> frame;  // its zstd frame, when compressed
+    bool compressed = true;   // else `bytes` are stored as they are
     std::optional<Fault> fault;
   };
   // Whether blob `id` is known already (staged in `batch` or in the catalog).
   Expected<bool> known(const std::string& id, const CatalogBatch& batch) const;
   // Appends one new blob to the pack and stages it in `batch`.
-  Done add_blob(const std::string& id, std::size_t raw, std::span<const char> frame,
+  Done add_blob(const std::string& id, std::size_t raw, const StoredBlob& stored,
                 CatalogBatch& batch, ChunkedContent& out);
   // store() for a large file with threads_ > 1.
   Expected<ChunkedContent> store_windowed(int fd, std::uint64_t expected_size,

@@ -20,15 +20,18 @@
 namespace tw::archive {
 namespace {
 
-constexpr std::string_view kBlobMagic{"TWBLOB2\0", 8};
+constexpr std::string_view kBlobMagic{"TWB3", 4};
+constexpr std::string_view kBlobMagicV2{"TWBLOB2\0", 8};
+constexpr char kRawFlag = 1;  // the record's bytes are the blob itself, not a zstd frame
 
-void put_u64(char* out, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+// Little-endian words of `width` bytes.
+void put_le(char* out, std::uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
 }
 
-std::uint64_t get_u64(const char* in) {
+std::uint64_t get_le(const char* in, int width) {
   std::uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(in[i]);
+  for (int i = width - 1; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(in[i]);
   return value;
 }
 
@@ -55,29 +58,43 @@ std::string new_pack_name() {
 
 }  // namespace
 
+// Version 3 (16 bytes): "TWB3", stored and raw sizes as little-endian 32-bit words, a
+// flags byte (kRawFlag), the first 3 bytes of the blob's SHA-256.
 std::string encode_blob_header(const BlobHeader& header) {
   std::string out(kBlobHeaderSize, '\0');
   std::memcpy(out.data(), kBlobMagic.data(), kBlobMagic.size());
-  put_u64(out.data() + 8, header.raw);
-  put_u64(out.data() + 16, header.stored);
-  // bytes 24..31 reserved (zero)
+  put_le(out.data() + 4, header.stored, 4);
+  put_le(out.data() + 8, header.raw, 4);
+  out[12] = header.compressed ? 0 : kRawFlag;
   const std::string id = digest_bytes(header.id);
-  std::memcpy(out.data() + 32, id.data(), id.size());
+  std::memcpy(out.data() + 13, id.data(), 3);
   return out;
 }
 
 std::optional<BlobHeader> decode_blob_header(std::span<const char> bytes, std::uint64_t offset) {
-  if (bytes.size() < kBlobHeaderSize ||
-      std::memcmp(bytes.data(), kBlobMagic.data(), kBlobMagic.size()) != 0) {
+  BlobHeader header;
+  header.offset = offset;
+  if (bytes.size() >= kBlobHeaderSize &&
+      std::memcmp(bytes.data(), kBlobMagic.data(), kBlobMagic.size()) == 0) {
+    if ((bytes[12] & ~kRawFlag) != 0) return std::nullopt;
+    header.stored = get_le(bytes.data() + 4, 4);
+    header.raw = get_le(bytes.data() + 8, 4);
+    header.compressed = (bytes[12] & kRawFlag) == 0;
+    header.id = digest_hex(std::string_view(bytes.data() + 13, 3));
+    if (!header.compressed && header.stored != header.raw) return std::nullopt;
+    return header;
+  }
+  // Version 2 (64 bytes): "TWBLOB2\0", raw and stored sizes as little-endian 64-bit
+  // words, 8 zero bytes, the whole SHA-256; always a zstd frame.
+  if (bytes.size() < kBlobHeaderSizeV2 ||
+      std::memcmp(bytes.data(), kBlobMagicV2.data(), kBlobMagicV2.size()) != 0) {
     return std::nullopt;
   }
   for (std::size_t i = 24; i < 32; ++i) {
     if (bytes[i] != 0) return std::nullopt;
   }
-  BlobHeader header;
-  header.offset = offset;
-  header.raw = get_u64(bytes.data() + 8);
-  header.stored = get_u64(bytes.data() + 16);
+  header.raw = get_le(bytes.data() + 8, 8);
+  header.stored = get_le(bytes.data() + 16, 8);
   header.id = digest_hex(std::string_view(bytes.data() + 32, 32));
   return header;
 }
@@ -89,19 +106,20 @@ std::string pack_file(const std::string& packs_dir, std::string_view name) {
 BlobCompressor::BlobCompressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {
   if (cctx_ == nullptr) throw std::bad_alloc();
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
-  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 0);
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_contentSizeFlag, 1);
 }
 
 BlobCompressor::~BlobCompressor() { ZSTD_freeCCtx(cctx_); }
 
-Expected<std::span<const char>> BlobCompressor::compress(std::span<const char> raw) {
+Expected<StoredBlob> BlobCompressor::compress(std::span<const char> raw) {
   out_.resize(ZSTD_compressBound(raw.size()));
   const std::size_t n = ZSTD_compress2(cctx_, out_.data(), out_.size(), raw.data(), raw.size());
   if (ZSTD_isError(n)) {
     return retry(fmt::format("archive: compressing: {}", ZSTD_getErrorName(n)));
   }
-  return std::span<const char>(out_.data(), n);
+  if (n >= raw.size()) return StoredBlob{raw, false};  // incompressible: kept as it is
+  return StoredBlob{std::span<const char>(out_.data(), n), true};
 }
 
 PackWriter::PackWriter(DiskWriter& disk, std::string packs_dir, std::uint64_t target_size)
@@ -125,8 +143,12 @@ Done PackWriter::open_new() {
 }
 
 Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
-                                     std::span<const char> frame) {
+                                     const StoredBlob& stored) {
   if (!is_sha256_hex(id)) return permanent(fmt::format("not a blob id: {}", shown_text(id)));
+  const std::span<const char> frame = stored.bytes;
+  if (raw > kMaxBlob || frame.size() > kMaxBlob || (!stored.compressed && frame.size() != raw)) {
+    return permanent(fmt::format("blob {} of {} bytes cannot be stored", id, raw));
+  }
   if (fd_ && size_ >= target_size_) {
     if (auto synced = sync(); !synced) return synced.fault();
     fd_.reset();
@@ -135,7 +157,8 @@ Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
     if (auto opened = open_new(); !opened) return opened.fault();
   }
   BlobRef ref{name_, size_, frame.size(), raw};
-  const std::string header = encode_blob_header({size_, raw, frame.size(), std::string(id)});
+  const std::string header =
+      encode_blob_header({size_, raw, frame.size(), stored.compressed, std::string(id)});
   disk_.step("pack-append");
   // One write for header and frame where it fits, so a record is rarely split
   // by a kill.
@@ -168,27 +191,40 @@ Done PackWriter::sync() {
 
 Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
                                     bool rehash) {
+  // One read for a version-3 record; a version-2 record (a longer header) needs the rest.
   std::vector<char> frame(kBlobHeaderSize + ref.stored);
-  const long got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
+  long got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
+  if (got >= 0 && static_cast<std::size_t>(got) >= kBlobHeaderSize &&
+      std::memcmp(frame.data(), kBlobMagicV2.data(), kBlobMagicV2.size()) == 0) {
+    frame.resize(kBlobHeaderSizeV2 + ref.stored);
+    got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
+  }
   if (got < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-got)))};
   if (static_cast<std::size_t>(got) < frame.size()) return Error{"truncated (the pack ends first)"};
-  const auto header = decode_blob_header(std::span(frame).first(kBlobHeaderSize), ref.offset);
-  if (!header) return Error{"not a blob header at its offset"};
-  if (header->id != id || header->raw != ref.raw || header->stored != ref.stored) {
+  const auto header = decode_blob_header(frame, ref.offset);
+  if (!header || header->size() + ref.stored != frame.size()) {
+    return Error{"not a blob header at its offset"};
+  }
+  if (!id.starts_with(header->id) || header->raw != ref.raw || header->stored != ref.stored) {
     return Error{
         fmt::format("blob header names {} ({} bytes), not {}", header->id, header->raw, id)};
   }
-  const char* src = frame.data() + kBlobHeaderSize;
-  const unsigned long long size = ZSTD_getFrameContentSize(src, ref.stored);
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size != ref.raw) {
-    return Error{"corrupt compressed data (frame header)"};
+  const char* src = frame.data() + header->size();
+  std::vector<char> raw;
+  if (!header->compressed) {
+    raw.assign(src, src + ref.stored);
+  } else {
+    const unsigned long long size = ZSTD_getFrameContentSize(src, ref.stored);
+    if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size != ref.raw) {
+      return Error{"corrupt compressed data (frame header)"};
+    }
+    raw.resize(ref.raw);
+    const std::size_t n = ZSTD_decompress(raw.data(), raw.size(), src, ref.stored);
+    if (ZSTD_isError(n)) {
+      return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(n))};
+    }
+    if (n != ref.raw) return Error{"truncated (short frame)"};
   }
-  std::vector<char> raw(ref.raw);
-  const std::size_t n = ZSTD_decompress(raw.data(), raw.size(), src, ref.stored);
-  if (ZSTD_isError(n)) {
-    return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(n))};
-  }
-  if (n != ref.raw) return Error{"truncated (short frame)"};
   if (!rehash) return raw;
   const std::string digest = sha256_hex(std::string_view(raw.data(), raw.size()));
   if (digest != id) {
@@ -204,20 +240,23 @@ Result<std::uint64_t> scan_pack(int pack_fd, const std::function<void(const Blob
   char magic[kPackMagic.size()];
   const long got = pread_full(pack_fd, magic, sizeof magic, 0);
   if (got < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-got)))};
-  if (static_cast<std::size_t>(got) < sizeof magic ||
-      std::string_view(magic, sizeof magic) != kPackMagic) {
-    return Error{"not a pack (no header)"};
-  }
+  const std::string_view found(magic, static_cast<std::size_t>(std::max(got, 0L)));
+  if (found != kPackMagic && found != kPackMagicV2) return Error{"not a pack (no header)"};
+  // Every record of a pack has the header version of the pack's own.
+  const std::size_t header_size = found == kPackMagic ? kBlobHeaderSize : kBlobHeaderSizeV2;
   std::uint64_t at = kPackMagic.size();
-  char bytes[kBlobHeaderSize];
-  while (at + kBlobHeaderSize <= size) {
-    const long n = pread_full(pack_fd, bytes, sizeof bytes, at);
+  char bytes[kBlobHeaderSizeV2];
+  while (at + header_size <= size) {
+    const long n = pread_full(pack_fd, bytes, header_size, at);
     if (n < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-n)))};
-    if (static_cast<std::size_t>(n) < sizeof bytes) break;
-    const auto header = decode_blob_header(std::span<const char>(bytes, sizeof bytes), at);
-    if (!header || header->stored > size - at - kBlobHeaderSize) break;  // torn tail
+    if (static_cast<std::size_t>(n) < header_size) break;
+    const auto header = decode_blob_header(std::span<const char>(bytes, header_size), at);
+    // A torn tail, or a record not of the pack's version: the walk ends there.
+    if (!header || header->size() != header_size || header->stored > size - at - header_size) {
+      break;
+    }
     visit(*header);
-    at += kBlobHeaderSize + header->stored;
+    at += header_size + header->stored;
   }
   return at;
 }

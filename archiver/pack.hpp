@@ -1,6 +1,7 @@
 // Pack files of archive format 2 (FORMAT.md, "Format 2"): many blobs (a small
-// file's content, or one chunk of a large file), each a zstd frame behind a
-// fixed header naming it, appended to one file, so that a pack is written,
+// file's content, or one chunk of a large file), each a zstd frame (or the bytes
+// themselves, when zstd would not make them smaller) behind a short header,
+// appended to one file, so that a pack is written,
 // synced and read as one for many versions instead of one file, one block and
 // several fsyncs each. A pack is append-only: bytes once written never change.
 // Internal to the archive library. A PackWriter and a BlobCompressor belong to
@@ -24,17 +25,34 @@ struct ZSTD_CCtx_s;
 
 namespace tw::archive {
 
-// The first bytes of every pack.
-inline constexpr std::string_view kPackMagic = "timewarp-pack 2\n";
-// Each blob: this header, then `stored` bytes (one zstd frame with its
-// checksum).
-inline constexpr std::size_t kBlobHeaderSize = 64;
+// The first bytes of every pack this release writes: its records have headers of
+// version 3.
+inline constexpr std::string_view kPackMagic = "timewarp-pack 3\n";
+// ... and of packs written by the first release of format 2 (record headers of version 2),
+// which are read as they are.
+inline constexpr std::string_view kPackMagicV2 = "timewarp-pack 2\n";
+// Each blob: a header of this size, then `stored` bytes (one zstd frame, or the raw bytes).
+inline constexpr std::size_t kBlobHeaderSize = 16;
+inline constexpr std::size_t kBlobHeaderSizeV2 = 64;
+// The largest blob a version-3 header can describe (its sizes are 32-bit); chunks are at
+// most 4 MiB.
+inline constexpr std::uint64_t kMaxBlob = 0xffffffffu;
 
 struct BlobHeader {
   std::uint64_t offset = 0;  // of the header in its pack
   std::uint64_t raw = 0;     // uncompressed bytes
-  std::uint64_t stored = 0;  // bytes of the zstd frame after the header
-  std::string id;            // SHA-256 of the uncompressed bytes, 64 hex digits
+  std::uint64_t stored = 0;  // bytes after the header
+  bool compressed = true;    // a zstd frame (else the raw bytes)
+  // The blob's SHA-256 in hex, as far as the header gives it: its first 3 bytes (6 hex
+  // digits) in version 3, whole in version 2.
+  std::string id;
+  std::size_t size() const { return id.size() == 64 ? kBlobHeaderSizeV2 : kBlobHeaderSize; }
+};
+
+// What a blob is stored as: a zstd frame, or its own bytes.
+struct StoredBlob {
+  std::span<const char> bytes;
+  bool compressed = true;
 };
 
 // Where a blob lives: enough to read it back with one pread.
@@ -45,22 +63,25 @@ struct BlobRef {
   std::uint64_t raw = 0;
 };
 
-// The header bytes of a blob, and their reading (nullopt: not a blob header).
+// The header bytes of a blob (version 3), and their reading, of either version (nullopt:
+// not a blob header; `bytes` may hold more than the header).
 std::string encode_blob_header(const BlobHeader& header);
 std::optional<BlobHeader> decode_blob_header(std::span<const char> bytes, std::uint64_t offset);
 
 // <packs_dir>/<first two digits>/<name>.pack
 std::string pack_file(const std::string& packs_dir, std::string_view name);
 
-// zstd at one level, with the frame checksum on, for whole blobs in memory.
+// zstd at one level for whole blobs in memory. No frame checksum: the blob's SHA-256
+// checks its content.
 class BlobCompressor {
  public:
   explicit BlobCompressor(int level);
   BlobCompressor(const BlobCompressor&) = delete;
   BlobCompressor& operator=(const BlobCompressor&) = delete;
   ~BlobCompressor();
-  // The frame of `raw` (valid until the next call).
-  Expected<std::span<const char>> compress(std::span<const char> raw);
+  // What to store for `raw`: its frame (valid until the next call), or `raw` itself when
+  // the frame is no smaller.
+  Expected<StoredBlob> compress(std::span<const char> raw);
   int level() const { return level_; }
 
  private:
@@ -80,9 +101,9 @@ class PackWriter {
   PackWriter& operator=(const PackWriter&) = delete;
 
   // Appends one blob: `id` its SHA-256 (hex), `raw` its uncompressed size,
-  // `frame` its zstd frame. The pack is synced and closed first when it is
-  // full.
-  Expected<BlobRef> append(std::string_view id, std::uint64_t raw, std::span<const char> frame);
+  // `stored` what BlobCompressor made of it. The pack is synced and closed first
+  // when it is full.
+  Expected<BlobRef> append(std::string_view id, std::uint64_t raw, const StoredBlob& stored);
   // Makes every blob appended so far durable: fdatasync of the pack, and on its
   // first sync an fsync of the pack and of its directory (so the name survives
   // a power cut).
@@ -104,10 +125,10 @@ class PackWriter {
   bool named_durable_ = false;  // the pack's directory entry has been fsynced
 };
 
-// Reads the blob at `ref` from an open pack: checks its header against `id` and `ref`,
-// decompresses the frame (zstd checks its own checksum) and, unless the caller checks the
-// content otherwise (`rehash` false: restore hashes whole files), re-hashes it. Errors name
-// what is wrong (missing, truncated, corrupt, checksum mismatch).
+// Reads the blob at `ref` from an open pack (either record version): checks its header
+// against `id` and `ref`, decompresses the frame and, unless the caller checks the content
+// otherwise (`rehash` false: restore hashes whole files), re-hashes it. Errors name what is
+// wrong (missing, truncated, corrupt, checksum mismatch).
 Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
                                     bool rehash = true);
 

@@ -194,13 +194,36 @@ void forget_history(const std::string& archive, const std::string& path) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((archive + "/catalog.db").c_str(), &db), SQLITE_OK);
   sqlite3_busy_timeout(db, 10000);
-  sqlite3_stmt* statement = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db,
-                               "DELETE FROM versions WHERE node = "
-                               "(SELECT id FROM nodes WHERE path = ?1)",
-                               -1, &statement, nullptr),
+  // The catalog's tree is (parent, name) rows from the root (the row with no parent):
+  // `path`'s node is found one component at a time.
+  sqlite3_stmt* step = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT id FROM nodes WHERE parent IS ?1 AND name = ?2", -1,
+                               &step, nullptr),
             SQLITE_OK);
-  sqlite3_bind_blob(statement, 1, path.data(), static_cast<int>(path.size()), SQLITE_TRANSIENT);
+  sqlite3_int64 node = 0;
+  bool root = true;
+  std::string rest = path;  // "/a/b": "", "a", "b"
+  for (;;) {
+    const auto slash = rest.find('/');
+    const std::string name = root ? std::string() : rest.substr(0, slash);
+    sqlite3_reset(step);
+    if (root) {
+      sqlite3_bind_null(step, 1);
+    } else {
+      sqlite3_bind_int64(step, 1, node);
+    }
+    sqlite3_bind_blob(step, 2, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+    ASSERT_EQ(sqlite3_step(step), SQLITE_ROW) << "no node for " << name;
+    node = sqlite3_column_int64(step, 0);
+    if (!root && slash == std::string::npos) break;
+    rest = root ? rest.substr(1) : rest.substr(slash + 1);
+    root = false;
+  }
+  sqlite3_finalize(step);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "DELETE FROM versions WHERE node = ?1", -1, &statement, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_int64(statement, 1, node);
   EXPECT_EQ(sqlite3_step(statement), SQLITE_DONE);
   EXPECT_EQ(sqlite3_changes(db), 1);
   sqlite3_finalize(statement);
