@@ -58,6 +58,7 @@ ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog
       chunker_(sizes),
       pack_(disk, packs_dir_),
       compressor_(level),
+      small_compressor_(std::max(level, kSmallFileLevel)),
       threads_(std::max(1, threads)) {}
 
 Expected<bool> ChunkStore::known(const std::string& id, const CatalogBatch& batch) const {
@@ -82,6 +83,7 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
     return store_windowed(fd, expected_size, shown, batch);
   }
   ChunkedContent out;
+  BlobCompressor& compressor = expected_size < chunker_.sizes().min ? small_compressor_ : compressor_;
   Sha256 whole;
   std::string whole_done;  // the content's digest, when it was taken early (one chunk)
   ChunkReader reader(chunker_, fd, shown, read_buffer_);
@@ -104,7 +106,7 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
     auto have = known(id, batch);
     if (!have) return have.fault();
     if (!*have) {
-      auto frame = compressor_.compress(std::span(bytes.data(), bytes.size()));
+      auto frame = compressor.compress(std::span(bytes.data(), bytes.size()));
       if (!frame) return frame.fault();
       if (auto added = add_blob(id, bytes.size(), *frame, batch, out); !added) {
         return added.fault();

@@ -73,8 +73,10 @@ std::function<void(std::string_view)> crash_hook() {
 
 constexpr std::size_t kMaxLine = 1 << 20;
 // How long without a request makes the archive quiet (LineReader's on_quiet), and the
-// longest wait between two tries when another process keeps the catalog busy.
+// first and the longest wait between two tries when another process keeps the catalog
+// busy (the other archivers go quiet at the same moment and fold the same journal).
 constexpr auto kQuiet = std::chrono::milliseconds(1000);
+constexpr auto kFirstQuietRetry = std::chrono::milliseconds(250);
 constexpr auto kMaxQuietRetry = std::chrono::seconds(64);
 // Of a longer line only this much is kept: enough for its id, not for its path.
 constexpr std::size_t kKeptOfOverlong = 64;
@@ -84,8 +86,9 @@ class LineReader {
  public:
   enum class Status { Line, Overlong, Eof, Stopped, Error };
 
-  // `on_quiet` runs when no request came for kQuiet after the last one, and again after
-  // twice as long each time it returns false (not done; at most kMaxQuietRetry apart).
+  // `on_quiet` runs when no request came for kQuiet after the last one, and again each
+  // time it returns false (not done): after kFirstQuietRetry, then twice as long each
+  // time, at most kMaxQuietRetry apart.
   LineReader(int fd, std::function<bool()> on_quiet) : fd_(fd), on_quiet_(std::move(on_quiet)) {}
 
   Status next(std::string& line) {
@@ -130,7 +133,9 @@ class LineReader {
       }
       if (polled == 0) {
         quiet_due_ = !on_quiet_();
-        quiet_wait_ = std::min(2 * quiet_wait_, std::chrono::milliseconds(kMaxQuietRetry));
+        quiet_wait_ = quiet_wait_ == kQuiet ? kFirstQuietRetry
+                                            : std::min(2 * quiet_wait_,
+                                                       std::chrono::milliseconds(kMaxQuietRetry));
         continue;
       }
       if (fds[0].revents == 0) continue;  // woken by a signal

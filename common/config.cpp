@@ -68,7 +68,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {.name = "max_cpu_percent", .value = number(&Config::max_cpu_percent, 0.0, 100000.0), .description = "archivers' CPU use, percent of one core (0: no limit)"},
     {.name = "max_bandwidth", .value = number(&Config::max_bandwidth), .description = "archive bytes per second (0: no limit)"},
     {.name = "item_timeout", .value = number(&Config::item_timeout, 0.1, 7 * kDay), .description = "seconds an archiver may spend on one item", .unit = "s"},
-    {.name = "compression_level", .value = number(&Config::compression_level, -7, 19), .description = "zstd level of archived content (negative: faster, larger)", .audience = Audience::Archiver, .more = "objects keep their names whatever the level"},
+    {.name = "compression_level", .value = number(&Config::compression_level, -7, 19), .description = "zstd level of archived content (negative: faster, larger)", .audience = Audience::Archiver, .more = "a file under 256 KiB gets level 3 at least; content keeps its name whatever the level"},
     {.name = "compression_threads", .value = number(&Config::compression_threads, 0, 64), .description = "compression threads per archiver for large files (0: one per core, at most 4)", .audience = Audience::Archiver, .more = "a file of 4 MiB or more is large; 1: the archiver's own thread only"},
     {.name = "lease_time", .value = number(&Config::lease_time, 1.0, kDay), .description = "seconds a claimed item stays held without heartbeat", .unit = "s"},
     {.name = "heartbeat_interval", .value = number(&Config::heartbeat_interval, 0.05, 3600.0), .description = "scheduler heartbeat, seconds", .unit = "s", .more = "renews leases, refreshes `timewarp.schedulers`"},

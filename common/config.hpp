@@ -41,7 +41,7 @@ struct Config {
   std::uint64_t max_bandwidth = 0;  // archive bytes per second, 0 = no limit
   double item_timeout = 300.0;      // seconds one archiver may spend on one item
 
-  int compression_level = 1;    // zstd level of archived content
+  int compression_level = 2;    // zstd level of archived content
   int compression_threads = 0;  // per archiver, for large files; 0 = one per core (at most 4)
 
   double lease_time = 60.0;         // seconds a DISPATCHED item stays ours without heartbeat

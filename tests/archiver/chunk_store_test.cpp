@@ -77,6 +77,30 @@ TEST_F(ChunkStoreTest, FilesOfEverySizeRestoreByteForByte) {
   }
 }
 
+// A file smaller than the smallest chunk is compressed at kSmallFileLevel at least, the
+// chunks of larger files at the store's own level (1 here).
+TEST_F(ChunkStoreTest, AFileUnderTheSmallestChunkIsCompressedAtLevelThreeAtLeast) {
+  std::mt19937 rng(5);
+  std::string text;
+  while (text.size() < kSmall.min - 1) {
+    text += "word" + std::to_string(rng() % 300) + (rng() % 7 == 0 ? ".\n" : " ");
+  }
+  text.resize(kSmall.min - 1);
+  const auto frame_size = [&](int level) {
+    BlobCompressor compressor(level);
+    auto frame = compressor.compress(std::span(text.data(), text.size()));
+    EXPECT_TRUE(frame && frame->compressed);
+    return frame ? frame->bytes.size() : 0;
+  };
+  ASSERT_NE(frame_size(kSmallFileLevel), frame_size(1)) << "the levels must differ on this text";
+  EXPECT_EQ(put(text).bytes_added, kBlobHeaderSize + frame_size(kSmallFileLevel));
+  const std::string larger = text + text.substr(0, 100);  // at the smallest chunk: level 1
+  EXPECT_EQ(put(larger).bytes_added, kBlobHeaderSize + [&] {
+    BlobCompressor compressor(1);
+    return compressor.compress(std::span(larger.data(), larger.size()))->bytes.size();
+  }());
+}
+
 TEST_F(ChunkStoreTest, ALargeFileOnSeveralThreadsIsStoredAsOnOne) {
   // 6 MiB of which one 512 KiB block comes back four times, and a run of zeros (identical
   // chunks of the largest size, one after another): identical chunks in one window and

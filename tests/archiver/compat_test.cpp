@@ -40,7 +40,9 @@ class OldArchive : public ::testing::Test {
     std::filesystem::remove_all(tree.destination);
     auto report = store.restore(kSource, tree);
     EXPECT_TRUE(report) << report.error();
-    if (report) EXPECT_TRUE(report->problems.empty());
+    if (report) {
+      EXPECT_TRUE(report->problems.empty());
+    }
     const std::string out = dir_ / "restored";
     EXPECT_EQ(test::read_file(out + "/notes.txt"), "first version\nsecond version, longer\n");
     EXPECT_EQ(test::read_file(out + "/odd\tname %\xff.txt"), "tab\there");

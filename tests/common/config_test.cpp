@@ -99,7 +99,7 @@ TEST(Config, BadValuesNameTheKeyAndWhatIsAllowed) {
 TEST(Config, CompressionKeys) {
   auto p = parse({});
   ASSERT_EQ(p.code, -1) << p.err;
-  EXPECT_EQ(p.config.compression_level, 1);
+  EXPECT_EQ(p.config.compression_level, 2);
   EXPECT_EQ(p.config.compression_threads, 0);
 
   test::TempDir dir;
