@@ -78,6 +78,11 @@ Status ContentSink::write(std::string_view data) {
   if (const int err = write_all(fd_, data.data(), data.size()); err != 0) {
     return Error{fmt::format("write error: {}", std::strerror(err))};
   }
+  if (total_ - writeback_from_ >= kWritebackEvery) {
+    ::sync_file_range(fd_, static_cast<off_t>(writeback_from_),
+                      static_cast<off_t>(total_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+    writeback_from_ = total_;
+  }
   return Ok{};
 }
 

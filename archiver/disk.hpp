@@ -19,11 +19,17 @@
 
 namespace tw::archive {
 
+// How often writeback of a file being written is started (sync_file_range), so that its
+// sync at the end waits for the last few MiB only.
+inline constexpr std::uint64_t kWritebackEvery = 8 << 20;
+
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
 // Content being written back out (restore) or only checked (verify): every byte is
 // hashed; written to `fd` unless it is -1; with `sparse`, a run of zeros is skipped with a
-// seek (a hole), and the file is truncated to its length at the end.
+// seek (a hole), and the file is truncated to its length at the end. Writeback of what is
+// written starts every 8 MiB (sync_file_range, a hint), so that the sync that makes a
+// restore durable waits for the last few MiB only.
 class ContentSink {
  public:
   ContentSink(int fd, bool sparse) : fd_(fd), sparse_(sparse) {}
@@ -37,6 +43,7 @@ class ContentSink {
   bool sparse_;
   bool holes_ = false;
   std::uint64_t total_ = 0;
+  std::uint64_t writeback_from_ = 0;  // where the next writeback hint starts
   Sha256 sha_;
 };
 

@@ -31,9 +31,6 @@ constexpr std::size_t kReadBuffers = 16;
 // than this, in percent, counts as incompressible.
 constexpr std::size_t kCompressibleSaving = 3;
 
-// Writeback of an object being written starts every this many bytes.
-constexpr std::uint64_t kWritebackEvery = 8 << 20;
-
 // Automatic compression threads: one per online core, but no more than this. Each one
 // holds ~3 zstd jobs of buffers; four keep an archiver under 64 MiB (bench/archive (c)).
 constexpr int kAutomaticThreadsMax = 4;
