@@ -134,6 +134,18 @@ TEST(Catalog, ABatchWithATakenNumberCommitsNothing) {
   next.add_version("/a", file_version(2, "a2"));
   ASSERT_TRUE(catalog.commit(next));
   EXPECT_EQ(catalog.versions("/a")->size(), 2u);
+  // The node and the pack the failed batch added are gone, and so are their ids from what
+  // the catalog remembers: a path beneath /b and a blob in the same pack go in anew.
+  CatalogBatch beneath;
+  beneath.add_version("/b/c", file_version(1, "c1"));
+  beneath.add_blob(sha256_hex("c1"), BlobRef{"00112233445566778899aabbccddeeff", 56, 40, 2});
+  auto added = catalog.commit(beneath);
+  ASSERT_TRUE(added) << added.fault().message;
+  EXPECT_EQ(*catalog.children("/b"), std::vector<std::string>{"/b/c"});
+  EXPECT_EQ(*catalog.children("/"), (std::vector<std::string>{"/a", "/b"}));
+  ASSERT_TRUE(*catalog.blob(sha256_hex("c1")));
+  EXPECT_EQ((*catalog.blob(sha256_hex("c1")))->pack, "00112233445566778899aabbccddeeff");
+  EXPECT_EQ(*catalog.integrity_problems(), "");
 }
 
 TEST(Catalog, TwoProcessesCommitToOneCatalog) {
