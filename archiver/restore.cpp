@@ -352,6 +352,9 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
   // Directories whose archived metadata is applied: those made here, and with --force
   // those that were already there (never those of an existing destination otherwise).
   std::vector<const Entry*> directories;
+  // The folder the last entry went into, kept open: entries are sorted, so most share it.
+  std::vector<std::string> open_parts;
+  UniqueFd open_parent;
   for (const auto& entry : entries) {
     if (impl_->cancelled()) return Error{"cancelled"};
     std::string target = dest;
@@ -361,18 +364,26 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       ++report.directories;
       continue;
     }
-    auto parent = open_below(root_fd->get(), entry.parts, entry.parts.size() - 1, true, root_shown);
-    if (!parent) {
-      report.problems.push_back(parent.error());
-      continue;
+    if (!open_parent || !std::equal(open_parts.begin(), open_parts.end(), entry.parts.begin(),
+                                    entry.parts.end() - 1)) {
+      open_parent.reset();
+      auto parent =
+          open_below(root_fd->get(), entry.parts, entry.parts.size() - 1, true, root_shown);
+      if (!parent) {
+        report.problems.push_back(parent.error());
+        continue;
+      }
+      open_parent = std::move(*parent);
+      open_parts.assign(entry.parts.begin(), entry.parts.end() - 1);
     }
+    const int parent = open_parent.get();
     const std::string& name = entry.parts.back();
     if (entry.version.is_directory()) {
-      bool made = ::mkdirat(parent->get(), name.c_str(), 0700) == 0;
+      bool made = ::mkdirat(parent, name.c_str(), 0700) == 0;
       if (!made) {
         struct stat existing {};
         if (errno != EEXIST ||
-            ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
+            ::fstatat(parent, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISDIR(existing.st_mode)) {
           report.problems.push_back(fmt::format(
               "cannot create directory {}: a file or link is in the way", shown_path(target)));
@@ -383,7 +394,7 @@ Result<RestoreReport> Store::restore(std::string_view raw, const RestoreOptions&
       ++report.directories;
       continue;
     }
-    if (auto placed = restorer.place(parent->get(), name, entry.version, target); !placed) {
+    if (auto placed = restorer.place(parent, name, entry.version, target); !placed) {
       report.problems.push_back(placed.error());
     }
   }
