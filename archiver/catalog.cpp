@@ -132,6 +132,45 @@ void bind_optional(sqlite3_stmt* s, int index, std::string_view bytes) {
   }
 }
 
+// Ids of nodes (by path) or of packs (by name), which never change once committed: those
+// known committed, and those the transaction under way added, kept apart until it commits.
+// Looked up by string_view, without a copy. The memory is bounded: a map that grows past
+// 65,536 ids starts again.
+class IdMemo {
+ public:
+  std::optional<std::int64_t> find(std::string_view key) const {
+    if (auto it = known_.find(key); it != known_.end()) return it->second;
+    if (auto it = added_.find(key); it != added_.end()) return it->second;
+    return std::nullopt;
+  }
+  // Remembers an id found or added; inside a transaction (which may have added it) it
+  // counts only once the transaction commits.
+  void remember(std::string_view key, std::int64_t id, bool in_transaction) {
+    Map& into = in_transaction ? added_ : known_;
+    if (into.size() >= 65'536) into.clear();
+    into.emplace(key, id);
+  }
+  void committed() {
+    known_.merge(added_);
+    added_.clear();
+  }
+  void rolled_back() { added_.clear(); }
+  void forget() {
+    known_.clear();
+    added_.clear();
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const {
+      return std::hash<std::string_view>{}(key);
+    }
+  };
+  using Map = std::unordered_map<std::string, std::int64_t, Hash, std::equal_to<>>;
+  Map known_, added_;
+};
+
 }  // namespace
 
 struct Catalog::Impl {
@@ -139,11 +178,8 @@ struct Catalog::Impl {
   std::string file;
   int schema = kSchemaVersion;  // of the file (1 only when read, before a writer upgrades it)
   std::map<std::string, Statement, std::less<>> statements;  // prepared once each
-  // Ids of nodes and packs known to be committed (they never change once committed), and
-  // those added by the transaction under way, kept apart until it commits.
-  std::unordered_map<std::string, std::int64_t> node_ids, pack_ids;
-  std::unordered_map<std::string, std::int64_t> new_node_ids, new_pack_ids;
-  bool writing = false;  // inside commit()'s transaction
+  IdMemo node_ids, pack_ids;  // schema 2
+  bool writing = false;       // inside commit()'s transaction
 
   std::string failure(std::string_view what) const {
     return fmt::format("catalog {}: {}: {}", shown_path(file), what, sqlite3_errmsg(db.get()));
@@ -185,8 +221,8 @@ struct Catalog::Impl {
     if (!now || *now == schema || *now < 1 || *now > kSchemaVersion) return false;
     schema = *now;
     statements.clear();
-    node_ids.clear();
-    pack_ids.clear();
+    node_ids.forget();
+    pack_ids.forget();
     return true;
   }
 
@@ -198,25 +234,6 @@ struct Catalog::Impl {
     return result;
   }
 
-  // A committed id from `known`, or one the transaction under way added.
-  std::optional<std::int64_t> recall(const std::unordered_map<std::string, std::int64_t>& known,
-                                     const std::unordered_map<std::string, std::int64_t>& added,
-                                     std::string_view key) const {
-    const std::string k(key);
-    if (auto it = known.find(k); it != known.end()) return it->second;
-    if (auto it = added.find(k); it != added.end()) return it->second;
-    return std::nullopt;
-  }
-  // Remembers an id found or added; within commit() it joins `known` only once committed.
-  // The memory is bounded: a map that grows past 65,536 ids starts again.
-  void remember(std::unordered_map<std::string, std::int64_t>& known,
-                std::unordered_map<std::string, std::int64_t>& added, std::string_view key,
-                std::int64_t id) {
-    auto& into = writing ? added : known;
-    if (into.size() >= 65'536) into.clear();
-    into.emplace(std::string(key), id);
-  }
-
   // The node id of `path`, if it is in the tree. Schema 2 walks down from the root, one
   // look-up per component not yet known (a directory's id is kept once looked up).
   Result<std::optional<std::int64_t>> node_of(std::string_view path) {
@@ -226,7 +243,7 @@ struct Catalog::Impl {
       bind_bytes(*s, 1, path);
       return optional_id(*s, "looking up a path");
     }
-    if (auto id = recall(node_ids, new_node_ids, path)) return id;
+    if (auto id = node_ids.find(path)) return id;
     std::optional<std::int64_t> found;
     if (path == "/") {
       auto s = statement("SELECT id FROM nodes WHERE parent IS NULL");
@@ -246,7 +263,7 @@ struct Catalog::Impl {
       found = *id;
     }
     // Found by a read inside commit()'s transaction, it may be the transaction's own.
-    if (found) remember(node_ids, new_node_ids, path, *found);
+    if (found) node_ids.remember(path, *found, writing);
     return found;
   }
 
@@ -274,13 +291,13 @@ struct Catalog::Impl {
     bind_bytes(*s, 2, base_name(path));
     if (sqlite3_step(*s) != SQLITE_DONE) return Error{failure("adding a path")};
     const std::int64_t id = sqlite3_last_insert_rowid(db.get());
-    remember(node_ids, new_node_ids, path, id);
+    node_ids.remember(path, id, writing);
     return id;
   }
 
   // The id of pack `name`, adding it (inside commit(); schema 2).
   Result<std::int64_t> ensure_pack(std::string_view name) {
-    if (auto id = recall(pack_ids, new_pack_ids, name)) return *id;
+    if (auto id = pack_ids.find(name)) return *id;
     auto s = statement("INSERT INTO packs(name) VALUES (?1) ON CONFLICT(name) DO NOTHING");
     if (!s) return Error{s.error()};
     sqlite3_bind_text(*s, 1, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
@@ -291,24 +308,29 @@ struct Catalog::Impl {
     auto id = optional_id(*q, "looking up a pack");
     if (!id) return Error{id.error()};
     if (!*id) return Error{failure("a pack just added is missing")};
-    remember(pack_ids, new_pack_ids, name, **id);
+    pack_ids.remember(name, **id, writing);
     return **id;
   }
 
   // The paths of the nodes directly beneath node `id` (at `path`), sorted, with their ids
-  // and whether they have a history.
+  // and, when `with_history` (else true), whether they have a history.
   struct Child {
     std::string path;
     std::int64_t id;
     bool archived;
   };
-  Result<std::vector<Child>> children_of(std::int64_t id, std::string_view path) {
+  Result<std::vector<Child>> children_of(std::int64_t id, std::string_view path,
+                                         bool with_history) {
+    // [schema 1][with_history]
+    static constexpr const char* kSql[2][2] = {
+        {"SELECT name, id, 1 FROM nodes WHERE parent = ?1 ORDER BY name",
+         "SELECT name, id, EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
+         "FROM nodes WHERE parent = ?1 ORDER BY name"},
+        {"SELECT path, id, 1 FROM nodes WHERE parent = ?1 ORDER BY path",
+         "SELECT path, id, EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
+         "FROM nodes WHERE parent = ?1 ORDER BY path"}};
     std::vector<Child> out;
-    auto s = statement(
-        schema == 1 ? "SELECT path, id, EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
-                      "FROM nodes WHERE parent = ?1 ORDER BY path"
-                    : "SELECT name, id, EXISTS (SELECT 1 FROM versions WHERE node = nodes.id) "
-                      "FROM nodes WHERE parent = ?1 ORDER BY name");
+    auto s = statement(kSql[schema == 1 ? 1 : 0][with_history ? 1 : 0]);
     if (!s) return Error{s.error()};
     sqlite3_bind_int64(*s, 1, id);
     int rc;
@@ -326,7 +348,7 @@ struct Catalog::Impl {
   Status walk(std::int64_t id, const std::string& path, bool archived, bool archived_only,
               std::vector<std::string>& out) {
     if (archived || !archived_only) out.push_back(path);
-    auto children = children_of(id, path);
+    auto children = children_of(id, path, archived_only);
     if (!children) return Error{children.error()};
     for (auto& child : *children) {
       if (auto s = walk(child.id, child.path, child.archived, archived_only, out); !s) return s;
@@ -582,7 +604,7 @@ Result<std::vector<std::string>> Catalog::children(std::string_view dir) const {
     if (!node) return Error{node.error()};
     std::vector<std::string> out;
     if (!*node) return out;
-    auto children = impl_->children_of(**node, dir);
+    auto children = impl_->children_of(**node, dir, false);
     if (!children) return Error{children.error()};
     for (auto& child : *children) out.push_back(std::move(child.path));
     return out;
@@ -690,8 +712,8 @@ Done Catalog::commit(const CatalogBatch& batch) {
   const auto fail = [this](std::string message) -> Done {
     (void)impl_->exec("ROLLBACK");
     impl_->writing = false;
-    impl_->new_node_ids.clear();
-    impl_->new_pack_ids.clear();
+    impl_->node_ids.rolled_back();
+    impl_->pack_ids.rolled_back();
     return retry(std::move(message));
   };
   for (const auto& [id, ref] : batch.blobs_) {
@@ -746,10 +768,8 @@ Done Catalog::commit(const CatalogBatch& batch) {
   if (auto done = impl_->exec("COMMIT"); !done) return fail(done.error());
   // Committed: the ids the transaction added are now everyone's.
   impl_->writing = false;
-  impl_->node_ids.merge(impl_->new_node_ids);
-  impl_->pack_ids.merge(impl_->new_pack_ids);
-  impl_->new_node_ids.clear();
-  impl_->new_pack_ids.clear();
+  impl_->node_ids.committed();
+  impl_->pack_ids.committed();
   return Ok{};
 }
 
