@@ -93,6 +93,7 @@ std::optional<BlobHeader> decode_blob_header(std::span<const char> bytes, std::u
   for (std::size_t i = 24; i < 32; ++i) {
     if (bytes[i] != 0) return std::nullopt;
   }
+  header.size = kBlobHeaderSizeV2;
   header.raw = get_le(bytes.data() + 8, 8);
   header.stored = get_le(bytes.data() + 16, 8);
   header.id = digest_hex(std::string_view(bytes.data() + 32, 32));
@@ -202,14 +203,14 @@ Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string
   if (got < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-got)))};
   if (static_cast<std::size_t>(got) < frame.size()) return Error{"truncated (the pack ends first)"};
   const auto header = decode_blob_header(frame, ref.offset);
-  if (!header || header->size() + ref.stored != frame.size()) {
+  if (!header || header->size + ref.stored != frame.size()) {
     return Error{"not a blob header at its offset"};
   }
   if (!id.starts_with(header->id) || header->raw != ref.raw || header->stored != ref.stored) {
     return Error{
         fmt::format("blob header names {} ({} bytes), not {}", header->id, header->raw, id)};
   }
-  const char* src = frame.data() + header->size();
+  const char* src = frame.data() + header->size;
   std::vector<char> raw;
   if (!header->compressed) {
     raw.assign(src, src + ref.stored);
@@ -252,7 +253,7 @@ Result<std::uint64_t> scan_pack(int pack_fd, const std::function<void(const Blob
     if (static_cast<std::size_t>(n) < header_size) break;
     const auto header = decode_blob_header(std::span<const char>(bytes, header_size), at);
     // A torn tail, or a record not of the pack's version: the walk ends there.
-    if (!header || header->size() != header_size || header->stored > size - at - header_size) {
+    if (!header || header->size != header_size || header->stored > size - at - header_size) {
       break;
     }
     visit(*header);

@@ -46,7 +46,7 @@ struct BlobHeader {
   // The blob's SHA-256 in hex, as far as the header gives it: its first 3 bytes (6 hex
   // digits) in version 3, whole in version 2.
   std::string id;
-  std::size_t size() const { return id.size() == 64 ? kBlobHeaderSizeV2 : kBlobHeaderSize; }
+  std::size_t size = kBlobHeaderSize;  // of the header itself: kBlobHeaderSizeV2 in version 2
 };
 
 // What a blob is stored as: a zstd frame, or its own bytes.
