@@ -141,7 +141,7 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
         end = true;
         break;
       }
-      window.push_back(WindowChunk{{chunk->begin(), chunk->end()}, {}, false, {}, true, {}});
+      window.push_back(WindowChunk{{chunk->begin(), chunk->end()}, {}, false, {}, {}});
     }
     // The chunks' ids on the workers while this thread hashes the whole content.
     for_each_on_workers(window, workers, [](WindowChunk& c, std::size_t) {
@@ -167,17 +167,12 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
         c->fault = frame.fault();
         return;
       }
-      c->compressed = frame->compressed;
-      if (c->compressed) c->frame.assign(frame->bytes.begin(), frame->bytes.end());
+      if (frame->compressed) c->frame.assign(frame->bytes.begin(), frame->bytes.end());
     }, [] {});
     for (auto& c : window) {
       if (c.fresh) {
         if (c.fault) return *c.fault;
-        const StoredBlob stored =
-            c.compressed ? StoredBlob{c.frame, true}
-                         : StoredBlob{{reinterpret_cast<const char*>(c.bytes.data()), c.bytes.size()},
-                                      false};
-        if (auto added = add_blob(c.id, c.bytes.size(), stored, batch, out); !added) {
+        if (auto added = add_blob(c.id, c.bytes.size(), c.stored(), batch, out); !added) {
           return added.fault();
         }
       }

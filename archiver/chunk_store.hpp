@@ -70,9 +70,12 @@ class ChunkStore {
     std::vector<std::uint8_t> bytes;
     std::string id;
     bool fresh = false;  // neither in the catalog, nor staged, nor earlier in the window
-    std::vector<char> frame;  // its zstd frame, when compressed
-    bool compressed = true;   // else `bytes` are stored as they are
+    std::vector<char> frame;  // its zstd frame; empty when `bytes` are stored as they are
     std::optional<Fault> fault;
+    StoredBlob stored() const {
+      if (!frame.empty()) return {frame, true};
+      return {{reinterpret_cast<const char*>(bytes.data()), bytes.size()}, false};
+    }
   };
   // Whether blob `id` is known already (staged in `batch` or in the catalog).
   Expected<bool> known(const std::string& id, const CatalogBatch& batch) const;
