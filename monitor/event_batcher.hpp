@@ -68,6 +68,8 @@ class EventBatcher {
 
   void set_delay(std::chrono::milliseconds delay) EXCLUDES(mutex_);
   std::size_t size() const EXCLUDES(mutex_);
+  // How many waiting changes make a window due at once (Options::max_items).
+  std::size_t max_items() const { return max_items_; }
 
  private:
   // Returns true when the window opened or filled up with this change.

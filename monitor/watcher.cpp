@@ -23,9 +23,6 @@ namespace {
 constexpr std::uint32_t kWatchMask = IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB |
                                      IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
                                      IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK;
-// Changes handed to the batcher at once during a long scan (as many as fill a window, which
-// then goes to the database at once: the first changes are archived while the scan goes on).
-constexpr std::size_t kHandOver = 1000;
 constexpr auto kLimitErrorEvery = std::chrono::seconds(60);
 // Entry events that change the mtime of the directory they happen in.
 constexpr std::uint32_t kEntryEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO;
@@ -450,7 +447,9 @@ ScanStats Watcher::scan(const std::string& dir, const std::string& archived_as, 
       {dir, archived_as, find_deletes, pending},
       [this, &found, watched](const std::string& d) {
         if (watch(d) && watched != nullptr) watched->insert(d);
-        if (found.size() >= kHandOver) {
+        // As many as fill a window, which then goes to the database at once: the first
+        // changes are archived while the scan goes on.
+        if (found.size() >= batcher_.max_items()) {
           for (auto& c : found) emit(std::move(c));
           found.clear();
           flush();

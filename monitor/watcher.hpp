@@ -155,7 +155,7 @@ class Watcher : NonCopyable {
   void resolve_moves(bool all);
   // Scans `dir` against what is archived as `archived_as`, watching every directory it
   // enters (and, when `watched` is given, adding there each one that is watched now), and
-  // hands what it finds to the batcher kHandOver changes at a time.
+  // hands what it finds to the batcher a full window (its max_items) at a time.
   ScanStats scan(const std::string& dir, const std::string& archived_as, bool find_deletes,
                  const PendingSet* pending, std::unordered_set<std::string>* watched = nullptr);
   void rescan_all(const char* why);
