@@ -57,7 +57,7 @@ ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog
       cancelled_(std::move(cancelled)),
       chunker_(sizes),
       pack_(disk, packs_dir_),
-      compressor_(level),
+      compressor_(level, sizes.avg),
       small_compressor_(std::max(level, kSmallFileLevel)),
       threads_(std::max(1, threads)) {}
 
@@ -128,7 +128,7 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
   ChunkReader reader(chunker_, fd, shown, read_buffer_);
   const auto workers = static_cast<std::size_t>(threads_);
   while (thread_compressors_.size() < workers) {
-    thread_compressors_.push_back(std::make_unique<BlobCompressor>(compressor_.level()));
+    thread_compressors_.push_back(std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
   }
   std::vector<WindowChunk> window;
   for (bool end = false; !end;) {

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "archiver/disk.hpp"
+#include "common/escape.hpp"
 
 namespace tw::archive {
 namespace {
@@ -45,6 +47,37 @@ constexpr std::uint64_t top_bits(int bits) { return bits <= 0 ? 0 : ~0ULL << (64
 bool ChunkSizes::valid() const {
   return min >= kWindow && min < avg && avg < max && std::has_single_bit(avg) && avg >= 64 &&
          avg <= (std::size_t{1} << 30);
+}
+
+std::string chunk_sizes_line(const ChunkSizes& sizes) {
+  return fmt::format("chunks {} {} {}\n", sizes.min, sizes.avg, sizes.max);
+}
+
+Result<ChunkSizes> parse_chunk_sizes(std::string_view rest) {
+  if (rest.empty()) return kFirstChunkSizes;
+  const auto malformed = [&] {
+    return Error{fmt::format("expected 'chunks MIN AVG MAX' after the first line, found '{}'",
+                             shown_path(rest.substr(0, 60)))};
+  };
+  constexpr std::string_view kKey = "chunks";
+  if (!rest.starts_with(kKey) || !rest.ends_with('\n')) return malformed();
+  std::string_view numbers = rest.substr(kKey.size(), rest.size() - kKey.size() - 1);
+  std::array<std::size_t, 3> values{};
+  for (auto& value : values) {
+    if (!numbers.starts_with(' ')) return malformed();
+    numbers.remove_prefix(1);
+    const auto [end, err] = std::from_chars(numbers.data(), numbers.data() + numbers.size(), value);
+    if (err != std::errc{} || end == numbers.data()) return malformed();
+    numbers.remove_prefix(static_cast<std::size_t>(end - numbers.data()));
+  }
+  if (!numbers.empty()) return malformed();
+  const ChunkSizes sizes{.min = values[0], .avg = values[1], .max = values[2]};
+  if (!sizes.valid() || sizes.max > (std::size_t{1} << 30)) {
+    return Error{fmt::format("chunk sizes {}/{}/{}: need 64 <= min < avg < max <= 1 GiB with "
+                             "avg a power of two",
+                             sizes.min, sizes.avg, sizes.max)};
+  }
+  return sizes;
 }
 
 const std::uint64_t* Chunker::gear() { return kGear.data(); }

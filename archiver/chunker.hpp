@@ -11,21 +11,38 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "archiver/fault.hpp"
+#include "common/result.hpp"
 
 namespace tw::archive {
 
+// The sizes of a new archive's chunks (Borg's; restic cuts at 512 KiB-8 MiB around 1 MiB).
+// An archive keeps the sizes it was made with (FORMAT.md, "The FORMAT file"), so that a file
+// changed after an upgrade is cut where it was before and deduplicates against its chunks.
 struct ChunkSizes {
-  std::size_t min = 256 << 10;  // no cut before this many bytes (except at the end)
-  std::size_t avg = 1 << 20;    // the normal size: a power of two
-  std::size_t max = 4 << 20;    // always a cut here
+  std::size_t min = 512 << 10;  // no cut before this many bytes (except at the end)
+  std::size_t avg = 2 << 20;    // the normal size: a power of two
+  std::size_t max = 8 << 20;    // always a cut here
 
   // True when min < avg < max, avg is a power of two between 64 B and 1 GiB,
   // and min >= 64 (the gear hash's window, so a cut depends on content alone).
   bool valid() const;
 };
+
+// The sizes of archives whose FORMAT file names none: those the first releases of format 2
+// made.
+inline constexpr ChunkSizes kFirstChunkSizes{.min = 256 << 10, .avg = 1 << 20, .max = 4 << 20};
+
+// A FORMAT file's line for `sizes`: "chunks MIN AVG MAX\n" (bytes, in decimal).
+std::string chunk_sizes_line(const ChunkSizes& sizes);
+
+// The sizes what follows format 2's first line in a FORMAT file names: kFirstChunkSizes
+// when it is empty, else one chunk_sizes_line of valid sizes, at most 1 GiB (an error
+// saying what is wrong otherwise).
+Result<ChunkSizes> parse_chunk_sizes(std::string_view rest);
 
 class Chunker {
  public:

@@ -64,7 +64,7 @@ Status Store::Impl::open_format2() {
   if (writable) ::flock(locks.get(), LOCK_UN);
   if (!opened) return Error{opened.error()};
   catalog.emplace(std::move(*opened));
-  chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, ChunkSizes{},
+  chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, chunk_sizes,
                       hooks.cancelled, resolved_threads(compression.threads));
   return Ok{};
 }

@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getCParams
 #include <zstd.h>
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -104,9 +106,27 @@ std::string pack_file(const std::string& packs_dir, std::string_view name) {
   return fmt::format("{}/{}/{}.pack", packs_dir, name.substr(0, 2), name);
 }
 
-BlobCompressor::BlobCompressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {
+BlobCompressor::BlobCompressor(int level, std::size_t blob_size)
+    : cctx_(ZSTD_createCCtx()), level_(level) {
   if (cctx_ == nullptr) throw std::bad_alloc();
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
+  if (blob_size > 0) {
+    const ZSTD_compressionParameters level_params = ZSTD_getCParams(level_, blob_size, 0);
+    int window_log = 0;
+    while (window_log < ZSTD_WINDOWLOG_MAX_64 && (std::size_t{1} << window_log) < blob_size) {
+      ++window_log;
+    }
+    const int grow = window_log - static_cast<int>(level_params.windowLog);
+    if (grow > 0) {
+      const auto grown = [&](unsigned log, int max) {
+        return std::min(static_cast<int>(log) + grow, max);
+      };
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_windowLog, window_log);
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_hashLog, grown(level_params.hashLog, ZSTD_HASHLOG_MAX));
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_chainLog,
+                             grown(level_params.chainLog, ZSTD_CHAINLOG_MAX_64));
+    }
+  }
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 0);
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_contentSizeFlag, 1);
 }

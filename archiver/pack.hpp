@@ -72,10 +72,14 @@ std::optional<BlobHeader> decode_blob_header(std::span<const char> bytes, std::u
 std::string pack_file(const std::string& packs_dir, std::string_view name);
 
 // zstd at one level for whole blobs in memory. No frame checksum: the blob's SHA-256
-// checks its content.
+// checks its content. `blob_size` (0: none) is the size of the blobs it is meant for: when
+// the level's window is smaller, zstd's parameters for the level are scaled to a window
+// that holds such a blob, the window and the match tables grown by the same factor (zstd
+// sizes level 2 for any input over 256 KiB: a 1 MiB window and 2^16 hash slots; for 2 MiB
+// chunks that is 2 MiB and 2^17). A level whose window already holds it is zstd's own.
 class BlobCompressor {
  public:
-  explicit BlobCompressor(int level);
+  explicit BlobCompressor(int level, std::size_t blob_size = 0);
   BlobCompressor(const BlobCompressor&) = delete;
   BlobCompressor& operator=(const BlobCompressor&) = delete;
   ~BlobCompressor();

@@ -374,8 +374,10 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
     // leaves either no archive or one that opens.
     if (auto made = impl->disk.make_dir(root + "/tmp"); !made) return Error{made.fault().message};
     if (!path_exists(format_file)) {
-      const auto line = new_format == ArchiveFormat::V1 ? kFormatLine : kFormat2Line;
-      if (auto written = impl->disk.write_file(format_file, line); !written) {
+      const std::string text = new_format == ArchiveFormat::V1
+                                   ? std::string(kFormatLine)
+                                   : std::string(kFormat2Line) + chunk_sizes_line(ChunkSizes{});
+      if (auto written = impl->disk.write_file(format_file, text); !written) {
         return Error{written.fault().message};
       }
     }
@@ -386,8 +388,14 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   }
   if (*format == kFormatLine) {
     impl->format = 1;
-  } else if (*format == kFormat2Line) {
+  } else if (format->starts_with(kFormat2Line)) {
+    auto sizes = parse_chunk_sizes(std::string_view(*format).substr(kFormat2Line.size()));
+    if (!sizes) {
+      return Error{fmt::format("{} is not a TimeWarp archive this version can read ({}: {})",
+                               root, format_file, sizes.error())};
+    }
     impl->format = 2;
+    impl->chunk_sizes = *sizes;
   } else {
     return Error{fmt::format("{} is not a TimeWarp archive this version can read ({} holds '{}')",
                              root, format_file, shown_path(format->substr(0, 40)))};

@@ -75,6 +75,7 @@ struct Store::Impl {
 
   CompressionOptions compression;
   int format = 1;  // of the archive opened: 1 or 2
+  ChunkSizes chunk_sizes = kFirstChunkSizes;  // format 2: those its FORMAT file names
 
   // --- working state
   DiskWriter disk;

@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "archive_test_util.hpp"
@@ -149,6 +150,38 @@ TEST(Chunker, SizesThatCannotWorkAreRefused) {
   EXPECT_FALSE((ChunkSizes{.min = 1024, .avg = 4096, .max = 4096}).valid());
   EXPECT_TRUE(ChunkSizes{}.valid());
   EXPECT_THROW(Chunker(ChunkSizes{.min = 4096, .avg = 1024, .max = 8192}), std::invalid_argument);
+}
+
+// The chunk sizes an archive's FORMAT file names: none (the first releases of format 2), or
+// one exact line; anything else is an error that says what it found.
+TEST(Chunker, AFormatFileNamesItsChunkSizesInOneExactLine) {
+  auto first = parse_chunk_sizes("");
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(first->avg, kFirstChunkSizes.avg);
+  auto named = parse_chunk_sizes(chunk_sizes_line(ChunkSizes{}));
+  ASSERT_TRUE(named) << named.error();
+  const ChunkSizes wanted{};
+  EXPECT_EQ(std::tie(named->min, named->avg, named->max),
+            std::tie(wanted.min, wanted.avg, wanted.max));
+  EXPECT_EQ(chunk_sizes_line(ChunkSizes{}), "chunks 524288 2097152 8388608\n");
+  for (const char* bad : {"chunks 524288 2097152 8388608", "chunks 524288 2097152\n",
+                          "chunks  524288 2097152 8388608\n", "chunks 524288 2097152 8388608 1\n",
+                          "chunks 524288 2097152 8388608\nmore\n", "chunks -1 2097152 8388608\n",
+                          "sizes 524288 2097152 8388608\n", "\n",
+                          "chunks 99999999999999999999999 2097152 8388608\n"}) {
+    auto refused = parse_chunk_sizes(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find("expected 'chunks MIN AVG MAX'"), std::string::npos)
+        << refused.error();
+  }
+  // Well formed, but sizes that cannot work or would not fit a blob's header.
+  for (const char* bad : {"chunks 4096 3000 65536\n", "chunks 32 1024 4096\n",
+                          "chunks 1048576 2097152 2147483648\n"}) {
+    auto refused = parse_chunk_sizes(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find("need 64 <= min < avg < max"), std::string::npos)
+        << refused.error();
+  }
 }
 
 }  // namespace

@@ -6,12 +6,15 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <random>
+#include <span>
 #include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
+#include "archiver/chunker.hpp"
 #include "archiver/fault.hpp"
 #include "archiver/store.hpp"
 #include "archiver/timefmt.hpp"
@@ -238,7 +241,7 @@ TEST_F(StoreTest, CancelledDuringALargeFileLeavesNoTraceAndRetrySucceeds) {
   int polls = 0;
   bool cancel = true;
   StoreHooks hooks;
-  hooks.cancelled = [&] { return cancel && ++polls > 10; };  // after ~2.5 MiB
+  hooks.cancelled = [&] { return cancel && ++polls > 2; };  // after two of its ~6 chunks
   Store store = open(std::move(hooks), CompressionOptions{1, 2});
   const ArchiveResult r = store.update(path);
   EXPECT_EQ(r.outcome, Outcome::FailedRetry);
@@ -739,6 +742,50 @@ TEST_F(StoreTest, AFormat1ArchiveStaysFormat1) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "old/nodes"));
   EXPECT_FALSE(std::filesystem::exists(dir_ / "old/catalog.db"));
   EXPECT_TRUE(store->verify().ok());
+}
+
+// Chunk sizes belong to the archive: a new one names its own in FORMAT, and one whose FORMAT
+// names none (made by the first releases of format 2) keeps cutting at theirs, so that a
+// file changed after an upgrade deduplicates against the chunks it had. A FORMAT naming
+// sizes that cannot work is refused, with the file named.
+TEST_F(StoreTest, AnArchiveCutsFilesAtTheChunkSizesItWasMadeWith) {
+  std::mt19937 rng(11);
+  std::string content(12 << 20, '\0');
+  for (auto& c : content) c = static_cast<char>(rng());
+  const std::string path = dir_ / "src/large";
+  write_file(path, content);
+  const auto chunks_cut_by = [&](const ChunkSizes& sizes) {
+    const Chunker chunker(sizes);
+    std::size_t count = 0;
+    for (std::size_t at = 0; at < content.size(); ++count) {
+      const auto* data = reinterpret_cast<const std::uint8_t*>(content.data()) + at;
+      at += chunker.cut(std::span(data, content.size() - at));
+    }
+    return count;
+  };
+  const auto chunks_stored_by = [&](const std::string& name) -> std::size_t {
+    Store store = open({}, {}, name);
+    expect_complete(store.update(path));
+    auto versions = store.versions(path);
+    return versions && versions->size() == 1 ? versions->front().chunks.size() : 0;
+  };
+  ASSERT_NE(chunks_cut_by(ChunkSizes{}), chunks_cut_by(kFirstChunkSizes));
+
+  EXPECT_EQ(chunks_stored_by("new"), chunks_cut_by(ChunkSizes{}));
+  EXPECT_EQ(test::read_file(dir_ / "new/FORMAT"),
+            "timewarp-archive 2\nchunks 524288 2097152 8388608\n");
+
+  write_file(dir_ / "first/FORMAT", "timewarp-archive 2\n");
+  EXPECT_EQ(chunks_stored_by("first"), chunks_cut_by(kFirstChunkSizes));
+  EXPECT_EQ(test::read_file(dir_ / "first/FORMAT"), "timewarp-archive 2\n") << "left as it was";
+
+  write_file(dir_ / "odd/FORMAT", "timewarp-archive 2\nchunks 4096 3000 65536\n");
+  for (const auto mode : {Store::Mode::ReadOnly, Store::Mode::ReadWrite}) {
+    auto refused = Store::open(dir_ / "odd", mode);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("FORMAT"), std::string::npos) << refused.error();
+    EXPECT_NE(refused.error().find("4096/3000/65536"), std::string::npos) << refused.error();
+  }
 }
 
 }  // namespace
