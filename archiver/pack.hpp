@@ -110,7 +110,8 @@ class PackWriter {
   Expected<BlobRef> append(std::string_view id, std::uint64_t raw, const StoredBlob& stored);
   // Makes every blob appended so far durable: fdatasync of the pack, and on its
   // first sync an fsync of the pack and of its directory (so the name survives
-  // a power cut).
+  // a power cut). Writeback of what is appended starts every kWritebackEvery bytes,
+  // so a sync waits for the last few MiB only, not for a whole pack.
   Done sync();
   // Bytes appended since the last sync.
   std::uint64_t unsynced() const { return unsynced_; }
@@ -126,6 +127,7 @@ class PackWriter {
   std::string file_;
   std::uint64_t size_ = 0;
   std::uint64_t unsynced_ = 0;
+  std::uint64_t writeback_from_ = 0;  // where the pack's writeback has not been started yet
   bool named_durable_ = false;  // the pack's directory entry has been fsynced
 };
 
