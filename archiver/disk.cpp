@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -62,6 +64,26 @@ int write_all(int fd, const void* data, std::size_t size) {
     size -= static_cast<std::size_t>(n);
   }
   return 0;
+}
+
+int write_all(int fd, std::span<const char> first, std::span<const char> second) {
+  while (!first.empty()) {
+    std::array<iovec, 2> parts{iovec{const_cast<char*>(first.data()), first.size()},
+                               iovec{const_cast<char*>(second.data()), second.size()}};
+    const ssize_t n = ::writev(fd, parts.data(), second.empty() ? 1 : 2);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    const auto written = static_cast<std::size_t>(n);
+    if (written < first.size()) {
+      first = first.subspan(written);
+      continue;
+    }
+    second = second.subspan(written - first.size());
+    first = {};
+  }
+  return write_all(fd, second.data(), second.size());
 }
 
 Status ContentSink::write(std::string_view data) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,8 @@ inline constexpr std::uint64_t kWritebackEvery = 8 << 20;
 
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
+// Writes `first` then `second` to `fd`, in one writev where the kernel takes it all.
+int write_all(int fd, std::span<const char> first, std::span<const char> second);
 // Content being written back out (restore) or only checked (verify): every byte is
 // hashed; written to `fd` unless it is -1; with `sparse`, a run of zeros is skipped with a
 // seek (a hole), and the file is truncated to its length at the end. Writeback of what is

@@ -182,10 +182,8 @@ Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
   const std::string header =
       encode_blob_header({size_, raw, frame.size(), stored.compressed, std::string(id)});
   disk_.step("pack-append");
-  // One write for header and frame where it fits, so a record is rarely split
-  // by a kill.
-  int err = write_all(fd_.get(), header.data(), header.size());
-  if (err == 0) err = write_all(fd_.get(), frame.data(), frame.size());
+  // One write for header and frame, so a record is rarely split by a kill.
+  const int err = write_all(fd_.get(), std::span<const char>(header), frame);
   if (err != 0) {
     // The pack's end is unknown now: seal it (what it holds before this blob is
     // intact).

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -72,16 +74,24 @@ Expected<SourceLook> look_at(const std::string& path) {
     return errno_fault(-fd, Side::Source, fmt::format("resolving {}", shown_path(dir)));
   }
   look.parent.reset(fd);
-  // The entry itself, not followed (a link is opened as the link), so that its lstat and
-  // its filesystem are those of one and the same file; it may be a mount point.
-  UniqueFd self(::openat(look.parent.get(), look.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-  if (!self || ::fstat(self.get(), &look.st) != 0) {
-    const int err = errno;
+  const auto failed = [&](int err) -> Expected<SourceLook> {
     look.parent.reset();
-    if (absent_errno(err)) return look;
+    if (absent_errno(err)) return std::move(look);
     return errno_fault(err, Side::Source, fmt::format("lstat {}", shown_path(path)));
+  };
+  // The entry itself, not followed (a link is looked at as the link); it may be a mount point.
+  if (::fstatat(look.parent.get(), look.name.c_str(), &look.st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return failed(errno);
   }
-  look.pseudo_filesystem = pseudo_filesystem_of(self.get(), look.st.st_dev);
+  if (major(look.st.st_dev) == 0) {
+    // No block device behind it (proc, sysfs, tmpfs, btrfs...): which filesystem it is is
+    // asked of the entry opened without following it, and its lstat taken again from that
+    // descriptor, so that both are of one and the same file. (A filesystem on a block
+    // device is no pseudo filesystem: no open needed.)
+    UniqueFd self(::openat(look.parent.get(), look.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!self || ::fstat(self.get(), &look.st) != 0) return failed(errno);
+    look.pseudo_filesystem = pseudo_filesystem_of(self.get(), look.st.st_dev);
+  }
   look.present = true;
   return look;
 }
