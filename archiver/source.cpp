@@ -80,7 +80,8 @@ Expected<SourceLook> look_at(const std::string& path) {
     return errno_fault(err, Side::Source, fmt::format("lstat {}", shown_path(path)));
   };
   // The entry itself, not followed (a link is looked at as the link); it may be a mount point.
-  if (::fstatat(look.parent.get(), look.name.c_str(), &look.st, AT_SYMLINK_NOFOLLOW) != 0) {
+  if (::fstatat(look.parent.get(), look.name.c_str(), &look.st,
+                AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) != 0) {
     return failed(errno);
   }
   if (major(look.st.st_dev) == 0) {
