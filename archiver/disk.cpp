@@ -86,6 +86,13 @@ int write_all(int fd, std::span<const char> first, std::span<const char> second)
   return write_all(fd, second.data(), second.size());
 }
 
+void Writeback::wrote(int fd, std::uint64_t end) {
+  if (end - from_ < kWritebackEvery) return;
+  ::sync_file_range(fd, static_cast<off_t>(from_), static_cast<off_t>(end - from_),
+                    SYNC_FILE_RANGE_WRITE);
+  from_ = end;
+}
+
 Status ContentSink::write(std::string_view data) {
   sha_.update(data);
   total_ += data.size();
@@ -100,11 +107,7 @@ Status ContentSink::write(std::string_view data) {
   if (const int err = write_all(fd_, data.data(), data.size()); err != 0) {
     return Error{fmt::format("write error: {}", std::strerror(err))};
   }
-  if (total_ - writeback_from_ >= kWritebackEvery) {
-    ::sync_file_range(fd_, static_cast<off_t>(writeback_from_),
-                      static_cast<off_t>(total_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
-    writeback_from_ = total_;
-  }
+  writeback_.wrote(fd_, total_);
   return Ok{};
 }
 

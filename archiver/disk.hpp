@@ -24,6 +24,17 @@ namespace tw::archive {
 // sync at the end waits for the last few MiB only.
 inline constexpr std::uint64_t kWritebackEvery = 8 << 20;
 
+// Starts writeback of a file written from its start every kWritebackEvery bytes. Only a
+// hint: durability is still the file's sync (an error shows again there).
+class Writeback {
+ public:
+  // `end`: how many bytes of the file `fd` are written now.
+  void wrote(int fd, std::uint64_t end);
+
+ private:
+  std::uint64_t from_ = 0;  // where the next writeback starts
+};
+
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
 // Writes `first` then `second` to `fd`, in one writev where the kernel takes it all.
@@ -46,7 +57,7 @@ class ContentSink {
   bool sparse_;
   bool holes_ = false;
   std::uint64_t total_ = 0;
-  std::uint64_t writeback_from_ = 0;  // where the next writeback hint starts
+  Writeback writeback_;
   Sha256 sha_;
 };
 

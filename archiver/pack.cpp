@@ -160,7 +160,7 @@ Done PackWriter::open_new() {
   }
   size_ = kPackMagic.size();
   unsynced_ += kPackMagic.size();
-  writeback_from_ = 0;
+  writeback_ = {};
   return Ok{};
 }
 
@@ -192,12 +192,7 @@ Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
   }
   size_ += header.size() + frame.size();
   unsynced_ += header.size() + frame.size();
-  if (size_ - writeback_from_ >= kWritebackEvery) {
-    // Only a start: durability is still sync()'s. An error here shows again there.
-    ::sync_file_range(fd_.get(), static_cast<off_t>(writeback_from_),
-                      static_cast<off_t>(size_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
-    writeback_from_ = size_;
-  }
+  writeback_.wrote(fd_.get(), size_);
   return ref;
 }
 
