@@ -42,11 +42,18 @@ constexpr std::array<std::uint64_t, 256> kGear = make_gear();
 // 64-byte window.
 constexpr std::uint64_t top_bits(int bits) { return bits <= 0 ? 0 : ~0ULL << (64 - bits); }
 
+// What is wrong with sizes that are not valid().
+std::string invalid(const ChunkSizes& sizes) {
+  return fmt::format("chunk sizes {}/{}/{}: need 64 <= min < avg < max <= 1 GiB with avg a "
+                     "power of two",
+                     sizes.min, sizes.avg, sizes.max);
+}
+
 }  // namespace
 
 bool ChunkSizes::valid() const {
   return min >= kWindow && min < avg && avg < max && std::has_single_bit(avg) && avg >= 64 &&
-         avg <= (std::size_t{1} << 30);
+         max <= (std::size_t{1} << 30);
 }
 
 std::string chunk_sizes_line(const ChunkSizes& sizes) {
@@ -72,11 +79,7 @@ Result<ChunkSizes> parse_chunk_sizes(std::string_view rest) {
   }
   if (!numbers.empty()) return malformed();
   const ChunkSizes sizes{.min = values[0], .avg = values[1], .max = values[2]};
-  if (!sizes.valid() || sizes.max > (std::size_t{1} << 30)) {
-    return Error{fmt::format("chunk sizes {}/{}/{}: need 64 <= min < avg < max <= 1 GiB with "
-                             "avg a power of two",
-                             sizes.min, sizes.avg, sizes.max)};
-  }
+  if (!sizes.valid()) return Error{invalid(sizes)};
   return sizes;
 }
 
@@ -84,10 +87,7 @@ const std::uint64_t* Chunker::gear() { return kGear.data(); }
 
 Chunker::Chunker(ChunkSizes sizes) : sizes_(sizes) {
   if (!sizes_.valid()) {
-    throw std::invalid_argument(
-        fmt::format("chunk sizes {}/{}/{}: need 64 <= min < avg < max "
-                    "with avg a power of two",
-                    sizes_.min, sizes_.avg, sizes_.max));
+    throw std::invalid_argument(invalid(sizes_));
   }
   const int bits = std::countr_zero(sizes_.avg);
   // Normalization level 2 (FastCDC): two bits harder before the normal size,

@@ -27,8 +27,8 @@ struct ChunkSizes {
   std::size_t avg = 2 << 20;    // the normal size: a power of two
   std::size_t max = 8 << 20;    // always a cut here
 
-  // True when min < avg < max, avg is a power of two between 64 B and 1 GiB,
-  // and min >= 64 (the gear hash's window, so a cut depends on content alone).
+  // True when min < avg < max <= 1 GiB, avg is a power of two, and min >= 64 (the gear
+  // hash's window, so a cut depends on content alone).
   bool valid() const;
 };
 
@@ -40,8 +40,8 @@ inline constexpr ChunkSizes kFirstChunkSizes{.min = 256 << 10, .avg = 1 << 20, .
 std::string chunk_sizes_line(const ChunkSizes& sizes);
 
 // The sizes what follows format 2's first line in a FORMAT file names: kFirstChunkSizes
-// when it is empty, else one chunk_sizes_line of valid sizes, at most 1 GiB (an error
-// saying what is wrong otherwise).
+// when it is empty, else one chunk_sizes_line of valid sizes (an error saying what is
+// wrong otherwise).
 Result<ChunkSizes> parse_chunk_sizes(std::string_view rest);
 
 class Chunker {
