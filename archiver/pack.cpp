@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -112,10 +113,8 @@ BlobCompressor::BlobCompressor(int level, std::size_t blob_size)
   ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level_);
   if (blob_size > 0) {
     const ZSTD_compressionParameters level_params = ZSTD_getCParams(level_, blob_size, 0);
-    int window_log = 0;
-    while (window_log < ZSTD_WINDOWLOG_MAX_64 && (std::size_t{1} << window_log) < blob_size) {
-      ++window_log;
-    }
+    const int window_log =
+        std::min(static_cast<int>(std::bit_width(blob_size - 1)), ZSTD_WINDOWLOG_MAX_64);
     const int grow = window_log - static_cast<int>(level_params.windowLog);
     if (grow > 0) {
       const auto grown = [&](unsigned log, int max) {
