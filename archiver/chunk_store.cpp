@@ -128,7 +128,8 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
   ChunkReader reader(chunker_, fd, shown, read_buffer_);
   const auto workers = static_cast<std::size_t>(threads_);
   while (thread_compressors_.size() < workers) {
-    thread_compressors_.push_back(std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
+    thread_compressors_.push_back(
+        std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
   }
   std::vector<WindowChunk> window;
   for (bool end = false; !end;) {

@@ -127,7 +127,7 @@ class PackWriter {
   std::string file_;
   std::uint64_t size_ = 0;
   std::uint64_t unsynced_ = 0;
-  Writeback writeback_;  // of the pack being written
+  Writeback writeback_;         // of the pack being written
   bool named_durable_ = false;  // the pack's directory entry has been fsynced
 };
 

@@ -391,8 +391,8 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   } else if (format->starts_with(kFormat2Line)) {
     auto sizes = parse_chunk_sizes(std::string_view(*format).substr(kFormat2Line.size()));
     if (!sizes) {
-      return Error{fmt::format("{} is not a TimeWarp archive this version can read ({}: {})",
-                               root, format_file, sizes.error())};
+      return Error{fmt::format("{} is not a TimeWarp archive this version can read ({}: {})", root,
+                               format_file, sizes.error())};
     }
     impl->format = 2;
     impl->chunk_sizes = *sizes;
