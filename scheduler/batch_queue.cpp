@@ -13,33 +13,71 @@ std::vector<std::string> touched(const db::ClaimedItem& item) {
   return {item.path};
 }
 
-// Equal, or one inside the other (escaping keeps '/' as it is).
-bool related(const std::string& a, const std::string& b) {
-  return path_within(a, b) || path_within(b, a);
-}
-
-bool conflicts(const std::vector<std::string>& paths, const std::vector<std::string>& busy) {
-  for (const auto& p : paths) {
-    for (const auto& b : busy) {
-      if (related(p, b)) return true;
-    }
+// `each(folder)` for every folder `path` lies in, by path_within's rule: each prefix
+// ending before a '/' (but the empty one), and "/" for an absolute path.
+template <typename Each>
+void for_each_folder(std::string_view path, Each each) {
+  if (path.size() > 1 && path.front() == '/') each(std::string_view("/"));
+  for (std::size_t slash = path.find('/', 1); slash != std::string_view::npos;
+       slash = path.find('/', slash + 1)) {
+    each(path.substr(0, slash));
   }
-  return false;
 }
 
 }  // namespace
 
+void BusyPaths::count(Counts& counts, std::string_view key, int by) {
+  auto it = counts.find(key);
+  if (it == counts.end()) it = counts.emplace(std::string(key), 0).first;
+  it->second += by;
+  if (it->second == 0) counts.erase(it);
+}
+
+void BusyPaths::add(std::string_view path) {
+  count(exact_, path, 1);
+  for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, 1); });
+}
+
+void BusyPaths::remove(std::string_view path) {
+  count(exact_, path, -1);
+  for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, -1); });
+}
+
+bool BusyPaths::covers(std::string_view path) const {
+  if (exact_.empty()) return false;
+  if (exact_.find(path) != exact_.end()) return true;
+  bool within = false;
+  for_each_folder(path, [&](std::string_view folder) {
+    within = within || exact_.find(folder) != exact_.end();
+  });
+  return within;
+}
+
+bool BusyPaths::holds(std::string_view path) const { return inside_.find(path) != inside_.end(); }
+
 std::size_t BatchQueue::first_free() const {
-  if (items_.empty()) return 0;
-  std::vector<std::string> busy;
-  for (const auto& [id, paths] : in_flight_) busy.insert(busy.end(), paths.begin(), paths.end());
-  if (busy.empty()) return 0;
+  if (items_.empty() || busy_.empty()) return 0;
+  // The paths of the items held back so far, but those inside one already counted (a
+  // path related to such a path is related to the one it lies in, so it changes nothing).
+  BusyPaths held;
   for (std::size_t i = 0; i < items_.size(); ++i) {
-    auto paths = touched(items_[i]);
-    if (!conflicts(paths, busy)) return i;
+    const db::ClaimedItem& item = items_[i];
+    const std::string_view paths[2] = {item.path, item.dest_path};
+    const std::size_t count = item.op == Op::Move ? 2 : 1;
+    bool conflict = false;
+    std::string_view open[2];
+    std::size_t opened = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      if (busy_.covers(paths[k]) || held.covers(paths[k])) {
+        conflict = true;
+        continue;
+      }
+      conflict = conflict || busy_.holds(paths[k]) || held.holds(paths[k]);
+      open[opened++] = paths[k];
+    }
+    if (!conflict) return i;
     // A held-back item holds back whatever comes after it on the same paths.
-    busy.insert(busy.end(), std::make_move_iterator(paths.begin()),
-                std::make_move_iterator(paths.end()));
+    for (std::size_t k = 0; k < opened; ++k) held.add(open[k]);
   }
   return items_.size();
 }
@@ -75,7 +113,9 @@ std::optional<db::ClaimedItem> BatchQueue::try_pop() {
 db::ClaimedItem BatchQueue::take(std::unique_lock<std::mutex>& lock, std::size_t index) {
   db::ClaimedItem item = std::move(items_[index]);
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(index));
-  in_flight_.emplace(item.id, touched(item));
+  auto paths = touched(item);
+  for (const auto& p : paths) busy_.add(p);
+  in_flight_.emplace(item.id, std::move(paths));
   // Pops take one item at a time and pushes only add, so the size passes through the
   // low-water mark on its way down: one wake-up per refill.
   const bool low = items_.size() == low_water_;
@@ -88,7 +128,10 @@ void BatchQueue::finished(std::int64_t id) {
   bool now_idle = false;
   {
     std::lock_guard lock(mutex_);
-    in_flight_.erase(id);
+    if (const auto it = in_flight_.find(id); it != in_flight_.end()) {
+      for (const auto& p : it->second) busy_.remove(p);
+      in_flight_.erase(it);
+    }
     now_idle = items_.empty() && in_flight_.empty();
   }
   cv_.notify_all();  // items held back behind it may go now

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +24,32 @@
 #include "db/queue.hpp"
 
 namespace tw::scheduler {
+
+// The paths of the items in flight, each with how many items hold it, and the folders
+// they lie in, so that whether a path is one of them, lies inside one, or holds one is a
+// few hash look-ups (one per level of the path), whatever the number in flight.
+class BusyPaths {
+ public:
+  void add(std::string_view path);
+  void remove(std::string_view path);
+  // Equal to a busy path, or one inside the other (common/paths.hpp, path_within).
+  bool related(std::string_view path) const { return covers(path) || holds(path); }
+  // `path` is a busy path or lies inside one.
+  bool covers(std::string_view path) const;
+  // A busy path lies inside `path` (not equal to it).
+  bool holds(std::string_view path) const;
+  bool empty() const { return exact_.empty(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using Counts = std::unordered_map<std::string, int, Hash, std::equal_to<>>;
+  static void count(Counts& counts, std::string_view key, int by);
+  Counts exact_;   // the busy paths
+  Counts inside_;  // every folder a busy path lies in (its proper ancestors)
+};
 
 class BatchQueue {
  public:
@@ -71,6 +99,7 @@ class BatchQueue {
   std::deque<db::ClaimedItem> items_ GUARDED_BY(mutex_);
   std::size_t high_water_ GUARDED_BY(mutex_) = 0;
   std::unordered_map<std::int64_t, std::vector<std::string>> in_flight_ GUARDED_BY(mutex_);
+  BusyPaths busy_ GUARDED_BY(mutex_);  // the paths of in_flight_
   bool closed_ GUARDED_BY(mutex_) = false;
 };
 

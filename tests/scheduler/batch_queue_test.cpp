@@ -3,7 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
 #include <thread>
+#include <vector>
+
+#include "common/paths.hpp"
 
 namespace tw::scheduler {
 namespace {
@@ -138,6 +144,111 @@ TEST(BatchQueue, ManyConsumersEachItemOnce) {
   std::sort(seen.begin(), seen.end());
   ASSERT_EQ(seen.size(), 5000u);
   for (int i = 0; i < 5000; ++i) EXPECT_EQ(seen[static_cast<std::size_t>(i)], i);
+}
+
+// The index of paths in flight answers as comparing with each of them would
+// (path_within both ways), for random sets of paths, adds and removes.
+TEST(BatchQueue, BusyPathsAnswerAsPathWithinBothWays) {
+  std::mt19937 random(12345);
+  const std::vector<std::string> parts = {"a", "b", "ab", "", "a b"};
+  const auto random_path = [&] {
+    std::string p = random() % 8 == 0 ? "" : "/";
+    const int depth = static_cast<int>(random() % 4);
+    for (int i = 0; i < depth; ++i) {
+      if (i > 0 || p.empty()) p += "/";
+      p += parts[random() % parts.size()];
+    }
+    return p.empty() ? std::string("/") : p;
+  };
+  for (int round = 0; round < 200; ++round) {
+    BusyPaths busy;
+    std::vector<std::string> held;
+    for (int step = 0; step < 12; ++step) {
+      if (!held.empty() && random() % 3 == 0) {
+        const auto at = held.begin() + static_cast<std::ptrdiff_t>(random() % held.size());
+        busy.remove(*at);
+        held.erase(at);
+      } else {
+        held.push_back(random_path());
+        busy.add(held.back());
+      }
+      for (int probe = 0; probe < 8; ++probe) {
+        const std::string p = random_path();
+        const bool expected = std::any_of(held.begin(), held.end(), [&](const std::string& h) {
+          return path_within(p, h) || path_within(h, p);
+        });
+        ASSERT_EQ(busy.related(p), expected) << "probe " << p << " against " << held.size();
+      }
+    }
+    EXPECT_EQ(busy.empty(), held.empty());
+  }
+}
+
+// Which item may go next, against a reference that compares each waiting item with every
+// path in flight and every path held back before it: random queues of UPDATEs and MOVEs
+// over a small tree, with items popped and finished in random order.
+TEST(BatchQueue, ItemsGoInTheOrderOfTheirPathsWhateverIsInFlight) {
+  std::mt19937 random(777);
+  const std::vector<std::string> names = {"a", "b", "a b"};
+  const auto random_path = [&] {
+    std::string p;
+    const int depth = 1 + static_cast<int>(random() % 3);
+    for (int i = 0; i < depth; ++i) p += "/" + names[random() % names.size()];
+    return p;
+  };
+  const auto paths_of = [](const db::ClaimedItem& item) {
+    std::vector<std::string> out{item.path};
+    if (item.op == Op::Move) out.push_back(item.dest_path);
+    return out;
+  };
+  for (int round = 0; round < 100; ++round) {
+    BatchQueue queue;
+    std::vector<db::ClaimedItem> waiting;  // the reference's copy, in order
+    std::vector<db::ClaimedItem> flying;
+    std::int64_t next_id = 1;
+    for (int step = 0; step < 40; ++step) {
+      const auto op = random() % 4;
+      if (op == 0) {
+        std::vector<db::ClaimedItem> more;
+        for (int n = 1 + static_cast<int>(random() % 5); n > 0; --n) {
+          db::ClaimedItem item;
+          item.id = next_id++;
+          item.op = random() % 4 == 0 ? Op::Move : Op::Update;
+          item.path = random_path();
+          if (item.op == Op::Move) item.dest_path = random_path();
+          more.push_back(item);
+        }
+        waiting.insert(waiting.end(), more.begin(), more.end());
+        queue.push(std::move(more));
+      } else if (op == 1 && !flying.empty()) {
+        const auto at = flying.begin() + static_cast<std::ptrdiff_t>(random() % flying.size());
+        queue.finished(at->id);
+        flying.erase(at);
+      } else {
+        std::vector<std::string> busy;
+        for (const auto& f : flying) {
+          for (auto& p : paths_of(f)) busy.push_back(std::move(p));
+        }
+        std::optional<std::size_t> expected;
+        for (std::size_t i = 0; i < waiting.size() && !expected; ++i) {
+          const auto paths = paths_of(waiting[i]);
+          const bool conflict = std::any_of(paths.begin(), paths.end(), [&](const auto& p) {
+            return std::any_of(busy.begin(), busy.end(), [&](const std::string& b) {
+              return path_within(p, b) || path_within(b, p);
+            });
+          });
+          if (!conflict) expected = i;
+          busy.insert(busy.end(), paths.begin(), paths.end());
+        }
+        const auto popped = queue.try_pop();
+        ASSERT_EQ(popped.has_value(), expected.has_value()) << "round " << round;
+        if (!popped) continue;
+        ASSERT_EQ(popped->id, waiting[*expected].id) << "round " << round << " step " << step;
+        flying.push_back(waiting[*expected]);
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(*expected));
+      }
+    }
+  }
 }
 
 }  // namespace
