@@ -1,9 +1,14 @@
 // The format-2 catalog (archiver/catalog.hpp) on SQLite.
 #include "archiver/catalog.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -180,6 +185,7 @@ struct Catalog::Impl {
   std::map<std::string, Statement, std::less<>> statements;  // prepared once each
   IdMemo node_ids, pack_ids;  // schema 2
   bool writing = false;       // inside commit()'s transaction
+  UniqueFd journal;           // writable: catalog.db-wal, for sync_journal()
 
   std::string failure(std::string_view what) const {
     return fmt::format("catalog {}: {}: {}", shown_path(file), what, sqlite3_errmsg(db.get()));
@@ -481,10 +487,29 @@ std::vector<Version> CatalogBatch::versions_of(std::string_view path) const {
   return out;
 }
 
-std::uint64_t CatalogBatch::blob_bytes() const {
+std::uint64_t CatalogBatch::blob_bytes(Mark from) const {
   std::uint64_t total = 0;
-  for (const auto& [id, ref] : blobs_) total += ref.stored;
+  const std::size_t first = from.blobs > dropped_.blobs ? from.blobs - dropped_.blobs : 0;
+  for (std::size_t i = first; i < blobs_.size(); ++i) total += blobs_[i].second.stored;
   return total;
+}
+
+CatalogBatch CatalogBatch::split_front(Mark upto) {
+  CatalogBatch front;
+  front.dropped_ = dropped_;
+  const auto take = [](auto& from, auto& into, std::size_t n) {
+    n = std::min(n, from.size());
+    into.assign(std::make_move_iterator(from.begin()),
+                std::make_move_iterator(from.begin() + static_cast<std::ptrdiff_t>(n)));
+    from.erase(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
+    return n;
+  };
+  const auto beyond = [](std::size_t mark, std::size_t dropped) {
+    return mark > dropped ? mark - dropped : 0;  // a mark taken out already: nothing
+  };
+  dropped_.versions += take(versions_, front.versions_, beyond(upto.versions, dropped_.versions));
+  dropped_.blobs += take(blobs_, front.blobs_, beyond(upto.blobs, dropped_.blobs));
+  return front;
 }
 
 Catalog::Catalog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -520,6 +545,9 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     if (!wal) {
       if (auto s = impl->exec("PRAGMA journal_mode=WAL"); !s) return Error{s.error()};
     }
+    // FULL while the schema is set up (that transaction is durable when it returns); a
+    // commit() after it is durable once sync_journal() has returned (NORMAL: the journal is
+    // synced at checkpoints only, and by sync_journal()).
     if (auto s = impl->exec("PRAGMA synchronous=FULL"); !s) return Error{s.error()};
     // Keep -wal and -shm when the last writer closes: a reader that may not write in the
     // archive (an operator's `timewarp check`) can only open a WAL database whose files
@@ -561,6 +589,14 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     }
     impl->statements.clear();
     if (auto s = impl->exec("PRAGMA foreign_keys=ON"); !s) return Error{s.error()};
+    if (auto s = impl->exec("PRAGMA synchronous=NORMAL"); !s) return Error{s.error()};
+    // The journal exists now (a WAL database's first read made it, and it persists).
+    const std::string journal = file + "-wal";
+    impl->journal.reset(::open(journal.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!impl->journal) {
+      return Error{fmt::format("cannot open the catalog's journal {}: {}", shown_path(journal),
+                               std::strerror(errno))};
+    }
   } else {
     // A catalog a writer has created but not yet set up (the archivers start beside the
     // monitor's first look at a new archive) holds nothing yet: refused as such, so that
@@ -575,6 +611,15 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
     impl->schema = *version;
   }
   return Catalog(std::move(impl));
+}
+
+Done Catalog::sync_journal() const {
+  if (!impl_->journal) return Ok{};
+  if (::fdatasync(impl_->journal.get()) != 0) {
+    return errno_fault(errno, Side::Archive,
+                       fmt::format("syncing the journal of {}", shown_path(impl_->file)));
+  }
+  return Ok{};
 }
 
 Result<bool> Catalog::fold_journal(std::chrono::milliseconds wait) {

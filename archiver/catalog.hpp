@@ -2,7 +2,7 @@
 // of archived paths, and where each blob lives, in one SQLite database (catalog.db) in WAL
 // mode. A version is one row appended under (path, number), so the cost of one more
 // version does not grow with the history; writes are staged in a CatalogBatch and
-// committed in one short transaction (group commit), durable when commit() returns.
+// committed in one short transaction (group commit), durable once the journal is synced.
 // Several processes may read and write one catalog at once. Internal to the archive
 // library; one Catalog object belongs to one thread at a time.
 #pragma once
@@ -42,14 +42,27 @@ class CatalogBatch {
   std::vector<std::string_view> paths() const;
   // The staged versions of `path`, oldest first.
   std::vector<Version> versions_of(std::string_view path) const;
-  // The stored bytes of the staged blobs.
-  std::uint64_t blob_bytes() const;
+  // How far the batch reaches: the versions and blobs ever added to it, counting those
+  // split_front() has taken out.
+  struct Mark {
+    std::size_t versions = 0;
+    std::size_t blobs = 0;
+  };
+  Mark end() const {
+    return {dropped_.versions + versions_.size(), dropped_.blobs + blobs_.size()};
+  }
+  // The stored bytes of the staged blobs (added since `from`).
+  std::uint64_t blob_bytes() const { return blob_bytes(Mark{0, 0}); }
+  std::uint64_t blob_bytes(Mark from) const;
   std::size_t version_count() const { return versions_.size(); }
+  // Takes out what was added before `upto` (a mark of this batch), as a batch of its own.
+  CatalogBatch split_front(Mark upto);
 
  private:
   friend class Catalog;
   std::vector<std::pair<std::string, Version>> versions_;
   std::vector<std::pair<std::string, BlobRef>> blobs_;
+  Mark dropped_;  // taken out by split_front()
 };
 
 class Catalog {
@@ -87,9 +100,14 @@ class Catalog {
   // left to replay). False when another process was busy with it: try again later.
   Result<bool> fold_journal(std::chrono::milliseconds wait);
 
-  // Commits everything in `batch` in one transaction, durable when it returns. Fails
-  // (RETRY) when a version number is taken already: nothing of the batch is committed.
+  // Commits everything in `batch` in one transaction, seen by every reader when it
+  // returns, and durable once a sync_journal() begun after it has returned. Fails (RETRY)
+  // when a version number is taken already: nothing of the batch is committed.
   Done commit(const CatalogBatch& batch);
+  // Makes every commit made so far, by any process, durable: an fdatasync of the journal
+  // (a commit is a run of frames appended to it, valid only whole). Safe from another
+  // thread than the one using the catalog; nothing to do when read-only.
+  Done sync_journal() const;
 
  private:
   struct Impl;

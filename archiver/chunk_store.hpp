@@ -56,6 +56,10 @@ class ChunkStore {
                                  CatalogBatch& batch);
   // Makes every blob appended so far durable (one sync for all of them).
   Done sync() { return pack_.sync(); }
+  // The same sync, to run on another thread (PackWriter::take_sync), and what to do when
+  // it failed.
+  Expected<std::optional<PackSync>> take_sync() { return pack_.take_sync(); }
+  void seal() { pack_.seal(); }
 
   // Writes the content made of `chunks` to `out_fd` (-1: only check it), each blob checked
   // against its id and the whole against `sha256`. Blobs are looked up in the catalog,

@@ -132,25 +132,113 @@ Expected<std::uint64_t> Store::Impl::commit_version(const std::string& path, con
 
 Done Store::Impl::flush_group() {
   if (format != 2) return Ok{};
-  // Whatever happens, what is staged now is committed by this call or never.
-  CatalogBatch batch = std::exchange(staged, CatalogBatch());
-  Done done = Ok{};
-  if (!batch.empty()) {
-    done = chunk_store->sync();
-    if (done) {
-      disk.step("catalog-commit");
-      done = catalog->commit(batch);
-    }
+  if (grouping) {
+    // An open group that staged nothing and holds no lock needs no group of its own.
+    const CatalogBatch::Mark end = staged.end();
+    const bool open_empty = end.versions == group_opened.versions &&
+                            end.blobs == group_opened.blobs && group_slots.empty() && !open_lost;
+    std::optional<Done> flushed;
+    if (!open_empty) close_group([&flushed](const Done& done) { flushed = done; });
+    advance(true);
+    if (worker) worker->wait_idle();
+    return flushed.value_or(Ok{});
   }
-  for (auto it = group_slots.begin(); it != group_slots.end();) {
-    if (step_slots.count(*it) > 0) {
-      ++it;
-      continue;
-    }
-    unlock_slot(locks.get(), *it);
-    it = group_slots.erase(it);
+  // One version at a time: durable before its request returns.
+  CatalogBatch batch = std::exchange(staged, CatalogBatch());
+  if (batch.empty()) return Ok{};
+  Done done = chunk_store->sync();
+  if (done) {
+    disk.step("catalog-commit");
+    done = catalog->commit(batch);
+  }
+  if (done) {
+    disk.step("journal-sync");
+    done = catalog->sync_journal();
   }
   return done;
+}
+
+void Store::Impl::close_group(std::function<void(const Done&)> on_durable) {
+  auto group = std::make_shared<ClosedGroup>();
+  group->end = staged.end();
+  group_opened = group->end;
+  group->slots.assign(group_slots.begin(), group_slots.end());
+  group->on_durable = std::move(on_durable);
+  group->lost = std::exchange(open_lost, std::nullopt);
+  // The step under way (a flush inside a request) keeps its slots in the next group.
+  group_slots.clear();
+  for (const auto& [slot, holders] : step_slots) {
+    group_slots.insert(slot);
+    ++held_slots[slot];
+  }
+  if (!group->lost) {
+    auto taken = chunk_store->take_sync();
+    if (!taken) {
+      group->sync_fault = taken.fault();
+    } else {
+      group->pack = std::move(*taken);
+    }
+  }
+  if (!worker) worker = std::make_unique<SyncWorker>();
+  closed.push_back(group);
+  if (!group->pack) {
+    group->synced.store(true);
+    return;
+  }
+  worker->post([this, group] {
+    if (auto synced = group->pack->run(disk); !synced) group->sync_fault = synced.fault();
+    group->synced.store(true);
+  });
+}
+
+void Store::Impl::advance(bool wait) {
+  while (!closed.empty()) {
+    const std::shared_ptr<ClosedGroup> group = closed.front();
+    if (!group->synced.load()) {
+      if (!wait) return;
+      worker->wait_until([&group] { return group->synced.load(); });
+    }
+    closed.pop_front();
+    Done done = Ok{};
+    if (group->lost) {
+      done = *group->lost;
+      (void)staged.split_front(group->end);  // what it staged after the loss goes too
+    } else if (group->sync_fault) {
+      done = *group->sync_fault;
+      chunk_store->seal();  // what of the pack reached the disk is unknown
+      lose_after(done.fault());
+    } else {
+      CatalogBatch batch = staged.split_front(group->end);
+      if (!batch.empty()) {
+        disk.step("catalog-commit");
+        done = catalog->commit(batch);
+      }
+      if (!done) lose_after(done.fault());
+    }
+    // Seen by every process now: another may look at these paths (FORMAT.md, "Format 2").
+    for (const off_t slot : group->slots) {
+      const auto held = held_slots.find(slot);
+      if (held == held_slots.end() || --held->second > 0) continue;
+      held_slots.erase(held);
+      unlock_slot(locks.get(), slot);
+    }
+    worker->post([this, group, done] {
+      Done durable = done;
+      if (durable) {
+        disk.step("journal-sync");
+        durable = catalog->sync_journal();
+      }
+      if (group->on_durable) group->on_durable(durable);
+    });
+  }
+}
+
+void Store::Impl::lose_after(const Fault& fault) {
+  for (const auto& group : closed) {
+    if (!group->lost) group->lost = fault;
+  }
+  (void)staged.split_front(staged.end());  // marks of closed groups keep their meaning
+  open_lost = fault;
 }
 
 int Store::Impl::lock_slot(off_t slot, bool try_only) {

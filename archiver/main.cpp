@@ -15,6 +15,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,8 +67,9 @@ std::function<void(std::string_view)> crash_hook() {
   if (value == nullptr || *value == '\0') return {};
   const long target = std::strtol(value, nullptr, 10);
   if (target <= 0) return {};
-  return [target, count = 0L](std::string_view) mutable {
-    if (++count == target) ::kill(::getpid(), SIGKILL);
+  // Steps come from the request thread and from the store's sync thread.
+  return [target, count = std::make_shared<std::atomic<long>>(0)](std::string_view) {
+    if (++*count == target) ::kill(::getpid(), SIGKILL);
   };
 }
 
@@ -89,7 +91,14 @@ class LineReader {
   // `on_quiet` runs when no request came for kQuiet after the last one, and again each
   // time it returns false (not done): after kFirstQuietRetry, then twice as long each
   // time, at most kMaxQuietRetry apart.
-  LineReader(int fd, std::function<bool()> on_quiet) : fd_(fd), on_quiet_(std::move(on_quiet)) {}
+  // `group_fd()` (optional) names a descriptor to wait on beside the input (-1: none);
+  // `on_group()` runs when it is readable.
+  LineReader(int fd, std::function<bool()> on_quiet, std::function<int()> group_fd = {},
+             std::function<void()> on_group = {})
+      : fd_(fd),
+        on_quiet_(std::move(on_quiet)),
+        group_fd_(std::move(group_fd)),
+        on_group_(std::move(on_group)) {}
 
   Status next(std::string& line) {
     const Status status = read_next(line);
@@ -125,11 +134,16 @@ class LineReader {
       }
       if (eof_) return lines_.take_unterminated(line) ? Status::Line : Status::Eof;
       if (g_stop.load()) return Status::Stopped;
-      struct pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};
-      const int polled = ::poll(fds, 2, quiet_due_ ? static_cast<int>(quiet_wait_.count()) : -1);
+      struct pollfd fds[3] = {
+          {fd_, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}, {group_fd_ ? group_fd_() : -1, POLLIN, 0}};
+      const int polled = ::poll(fds, 3, quiet_due_ ? static_cast<int>(quiet_wait_.count()) : -1);
       if (polled < 0) {
         if (errno == EINTR) continue;
         return Status::Error;
+      }
+      if (fds[2].revents != 0) {
+        on_group_();
+        if (fds[0].revents == 0) continue;
       }
       if (polled == 0) {
         quiet_due_ = !on_quiet_();
@@ -159,21 +173,31 @@ class LineReader {
 
   int fd_;
   std::function<bool()> on_quiet_;
+  std::function<int()> group_fd_;
+  std::function<void()> on_group_;
   bool quiet_due_ = false;  // a request came since on_quiet_ last returned true
   std::chrono::milliseconds quiet_wait_ = kQuiet;
   bool eof_ = false;        // the end of input was read
   tw::LineBuffer lines_{kMaxLine, kKeptOfOverlong};
 };
 
-bool write_line(const std::string& line) {
-  const std::string out = line + "\n";
-  return tw::archive::write_all(STDOUT_FILENO, out.data(), out.size()) == 0;
+// Writes `responses` to stdout, one line each, in one write; false when stdout is gone.
+bool write_responses(const std::vector<tw::Response>& responses) {
+  std::string out;
+  for (const auto& response : responses) {
+    out += tw::format_response(response);
+    out += '\n';
+  }
+  if (tw::archive::write_all(STDOUT_FILENO, out.data(), out.size()) == 0) return true;
+  spdlog::error("cannot write the response: {}", std::strerror(errno));
+  return false;
 }
 
 // The answers of a group of requests (FORMAT.md, "Format 2", Group commit): a COMPLETE is
 // written only once the store has made the group durable, all answers in request order.
-// A group ends when no further request waits on stdin, or at 64 requests, 32 MiB of new
-// content or 50 ms. On format 1 (and --null) every answer goes out at once.
+// A group is closed when no further request waits on stdin, or at 64 requests, 32 MiB of
+// new content or 50 ms; the requests after it run while the store syncs it. On format 1
+// (and --null) every answer goes out at once.
 class Answers {
  public:
   explicit Answers(tw::archive::Store* store) : store_(store) {
@@ -191,35 +215,48 @@ class Answers {
            std::chrono::steady_clock::now() - started_ >= std::chrono::milliseconds(50);
   }
 
-  // Makes the group durable and writes its answers; false when stdout is gone.
-  bool flush() {
-    if (pending_.empty()) return true;
-    if (grouping_) {
-      if (auto flushed = store_->flush(); !flushed) {
-        spdlog::warn("a group of {} requests could not be made durable: {}", pending_.size(),
-                     flushed.error());
-        for (auto& response : pending_) {
-          if (response.outcome != tw::Outcome::Complete) continue;
-          response.outcome = tw::Outcome::FailedRetry;
-          response.message = flushed.error();
-        }
-      }
+  // Closes the group: its answers are written once it is durable (by the store's thread).
+  // False when stdout is gone.
+  bool close() {
+    if (!grouping_) {
+      if (!pending_.empty() && !write_responses(pending_)) broken_->store(true);
+      pending_.clear();
+      return !broken_->load();
     }
-    for (const auto& response : pending_) {
-      if (!write_line(tw::format_response(response))) {
-        spdlog::error("cannot write the response: {}", std::strerror(errno));
-        return false;
-      }
-    }
+    if (pending_.empty()) return !broken_->load();
+    store_->close_group(
+        [broken = broken_, group = std::move(pending_)](const tw::Status& durable) mutable {
+          if (!durable) {
+            spdlog::warn("a group of {} requests could not be made durable: {}", group.size(),
+                         durable.error());
+            for (auto& response : group) {
+              if (response.outcome != tw::Outcome::Complete) continue;
+              response.outcome = tw::Outcome::FailedRetry;
+              response.message = durable.error();
+            }
+          }
+          if (!broken->load() && !write_responses(group)) broken->store(true);
+        });
     pending_.clear();
-    return true;
+    return !broken_->load();
   }
+
+  // Closes the group and waits until every answer is written; false when stdout is gone.
+  bool finish() {
+    close();
+    if (grouping_) (void)store_->flush();  // a lost group is answered as such
+    return !broken_->load();
+  }
+
+  bool broken() const { return broken_->load(); }
 
  private:
   tw::archive::Store* store_;
   bool grouping_ = false;
   std::vector<tw::Response> pending_;
   std::chrono::steady_clock::time_point started_;
+  // Stdout is gone; set by the store's thread too, which may outlive this object.
+  std::shared_ptr<std::atomic<bool>> broken_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 int run(int argc, char** argv) {
@@ -258,17 +295,20 @@ int run(int argc, char** argv) {
   tw::archive::RequestHandler handler(store ? &*store : nullptr);
   // A quiet archive's catalog is one file: its journal folded in a second after the last
   // request (FORMAT.md, "Format 2").
-  LineReader reader(STDIN_FILENO, [&store]() {
-    if (!store) return true;
-    auto folded = store->fold_journal();
-    if (!folded) spdlog::warn("{}", folded.error());
-    return !folded || *folded;
-  });
+  LineReader reader(
+      STDIN_FILENO,
+      [&store]() {
+        if (!store) return true;
+        auto folded = store->fold_journal();
+        if (!folded) spdlog::warn("{}", folded.error());
+        return !folded || *folded;
+      },
+      [&store]() { return store ? store->group_fd() : -1; }, [&store]() { store->advance(); });
   Answers answers(store ? &*store : nullptr);
   std::string line;
   while (true) {
     const auto status = reader.next(line);
-    if (status == LineReader::Status::Eof) return answers.flush() ? 0 : 1;
+    if (status == LineReader::Status::Eof) return answers.finish() ? 0 : 1;
     if (status == LineReader::Status::Stopped) break;
     if (status == LineReader::Status::Error) {
       spdlog::error("cannot read stdin: {}", std::strerror(errno));
@@ -286,11 +326,13 @@ int run(int argc, char** argv) {
       response = handler.handle_line(line);
     }
     answers.add(std::move(response));
-    if ((!reader.ready() || answers.full() || g_stop.load()) && !answers.flush()) return 1;
+    if ((!reader.ready() || answers.full() || g_stop.load()) && !answers.close()) return 1;
+    if (store) store->advance();
+    if (answers.broken()) return 1;
     if (g_stop.load()) break;
   }
   spdlog::info("stopping on a signal");
-  return answers.flush() ? 0 : 1;
+  return answers.finish() ? 0 : 1;
 }
 
 }  // namespace

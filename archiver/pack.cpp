@@ -209,6 +209,25 @@ Done PackWriter::sync() {
   return Ok{};
 }
 
+Expected<std::optional<PackSync>> PackWriter::take_sync() {
+  if (!fd_ || unsynced_ == 0) return std::optional<PackSync>();
+  UniqueFd fd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!fd) return errno_fault(errno, Side::Archive, fmt::format("syncing {}", shown_path(file_)));
+  PackSync sync{std::move(fd), file_, !named_durable_};
+  named_durable_ = true;
+  unsynced_ = 0;
+  return std::optional<PackSync>(std::move(sync));
+}
+
+Done PackSync::run(const DiskWriter& disk) const {
+  disk.step("pack-sync");
+  const int rc = first ? ::fsync(fd.get()) : ::fdatasync(fd.get());
+  if (rc != 0)
+    return errno_fault(errno, Side::Archive, fmt::format("syncing {}", shown_path(file)));
+  if (first) return disk.sync_dir(parent_path(file));
+  return Ok{};
+}
+
 Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
                                     bool rehash) {
   // One read for a version-3 record; a version-2 record (a longer header) needs the rest.

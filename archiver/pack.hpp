@@ -94,6 +94,16 @@ class BlobCompressor {
   std::vector<char> out_;
 };
 
+// A sync of a pack handed to another thread (group commit, FORMAT.md "Format 2"): an
+// fdatasync of its own descriptor of the pack (fsync, and of the pack's directory, the
+// pack's first time), covering every blob appended before it was taken.
+struct PackSync {
+  UniqueFd fd;
+  std::string file;
+  bool first = false;
+  Done run(const DiskWriter& disk) const;
+};
+
 // Appends blobs to this writer's own pack (no other process writes to it),
 // starting a new pack once the current one reaches `target_size`. Nothing
 // appended is durable before sync() returns: one fsync for everything appended
@@ -113,6 +123,13 @@ class PackWriter {
   // a power cut). Writeback of what is appended starts every kWritebackEvery bytes,
   // so a sync waits for the last few MiB only, not for a whole pack.
   Done sync();
+  // The sync of everything appended so far, to run on another thread (nothing when all is
+  // synced): what is appended after it is not covered. Counts as synced here; if the sync
+  // fails, seal() the pack.
+  Expected<std::optional<PackSync>> take_sync();
+  // Stops appending to the current pack (its end is in doubt): the next blob starts a new
+  // one.
+  void seal() { fd_.reset(); }
   // Bytes appended since the last sync.
   std::uint64_t unsynced() const { return unsynced_; }
 

@@ -184,15 +184,19 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
       return NodeLock(locks.get(), slot);
     }
     if (group_slots.count(slot) == 0) {
-      int err = lock_slot(slot, true);
-      if (err == EAGAIN) {
-        // Never wait while holding the locks of staged versions: make them durable and let
-        // their locks go first (FORMAT.md, "Format 2", Locks).
-        if (auto flushed = flush_group(); !flushed) return flushed.fault();
-        err = lock_slot(slot, false);
+      // A slot a closed group holds is this process's already.
+      if (held_slots.count(slot) == 0) {
+        int err = lock_slot(slot, true);
+        if (err == EAGAIN) {
+          // Never wait while holding the locks of staged versions: make them durable and
+          // let their locks go first (FORMAT.md, "Format 2", Locks).
+          if (auto flushed = flush_group(); !flushed) return flushed.fault();
+          err = lock_slot(slot, false);
+        }
+        if (err != 0) return failed(err);
       }
-      if (err != 0) return failed(err);
       group_slots.insert(slot);
+      ++held_slots[slot];
     }
     ++step_slots[slot];
     return NodeLock(&step_slots, slot);
@@ -458,6 +462,25 @@ const std::string& Store::root() const { return impl_->root; }
 
 void Store::begin_group() { impl_->grouping = impl_->format == 2; }
 
+void Store::close_group(std::function<void(const Status&)> on_durable) {
+  if (!impl_->grouping) {
+    on_durable(Ok{});
+    return;
+  }
+  impl_->close_group([on_durable = std::move(on_durable)](const Done& done) {
+    on_durable(done ? Status(Ok{}) : Status(Error{done.fault().message}));
+  });
+  impl_->advance(false);
+}
+
+void Store::advance() {
+  if (!impl_->grouping) return;
+  if (impl_->worker) impl_->worker->clear_done();
+  impl_->advance(false);
+}
+
+int Store::group_fd() const { return impl_->worker ? impl_->worker->done_fd() : -1; }
+
 Status Store::flush() {
   auto flushed = impl_->flush_group();
   if (!flushed) return Error{flushed.fault().message};
@@ -466,12 +489,13 @@ Status Store::flush() {
 
 Result<bool> Store::fold_journal() {
   if (impl_->format != 2 || impl_->mode != Mode::ReadWrite) return true;
+  if (!impl_->closed.empty()) return false;  // groups under way: a quiet archive later
   // A short wait: another archiver's commit is a reason to try later, not to block.
   return impl_->catalog->fold_journal(std::chrono::milliseconds(100));
 }
 
 std::size_t Store::staged_versions() const { return impl_->staged.version_count(); }
-std::uint64_t Store::staged_bytes() const { return impl_->staged.blob_bytes(); }
+std::uint64_t Store::staged_bytes() const { return impl_->staged.blob_bytes(impl_->group_opened); }
 
 ArchiveFormat Store::format() const {
   return impl_->format == 2 ? ArchiveFormat::V2 : ArchiveFormat::V1;

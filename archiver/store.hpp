@@ -173,15 +173,27 @@ class Store {
   ArchiveResult move(std::string_view from, std::string_view to);
 
   // Group commit (format 2; on format 1 every version is durable when its request
-  // returns, and these change nothing). After begin_group(), the requests' versions are
-  // staged and their paths stay locked until flush(), which makes all of them durable at
-  // once (one pack sync, one catalog commit) and releases the locks. A request answered
-  // COMPLETE in a group may be reported as such only once flush() has succeeded; a failed
-  // flush loses the whole group (its requests are to be answered FAILED RETRY). Reads
-  // through this Store see what is staged.
+  // returns, and these change nothing; FORMAT.md, "Format 2", Group commit). After
+  // begin_group(), the requests' versions are staged in the open group, their paths
+  // locked. close_group() closes it: a thread of the Store syncs its pack while the
+  // requests of the next group run; advance() then commits it to the catalog (seen by all,
+  // its paths unlocked), and once the catalog's journal is synced, `on_durable` runs on
+  // that thread with Ok, or with the error that lost the group (its requests, and those of
+  // every group after it not yet committed, are to be answered FAILED RETRY). Groups are
+  // committed and their `on_durable` run in the order closed. A request answered COMPLETE
+  // in a group may be reported as such only from its `on_durable`. Reads through this
+  // Store see every staged version.
   void begin_group();
+  void close_group(std::function<void(const Status&)> on_durable);
+  // Commits the closed groups whose pack is synced; call it when group_fd() is readable
+  // and between requests.
+  void advance();
+  // Readable when a closed group's sync or answers are done (-1 before the first group).
+  int group_fd() const;
+  // Closes the open group and waits until every group is committed, durable and its
+  // `on_durable` run: Ok, or why the last group was lost.
   Status flush();
-  // How many versions and content bytes wait for flush(), and since when.
+  // How many versions wait to be committed, and the content bytes staged in the open group.
   std::size_t staged_versions() const;
   std::uint64_t staged_bytes() const;
   // For a quiet archive (no request for a while, nothing staged): folds the catalog's

@@ -4,7 +4,11 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -19,6 +23,7 @@
 #include "archiver/objects.hpp"
 #include "archiver/source.hpp"
 #include "archiver/store.hpp"
+#include "archiver/sync_worker.hpp"
 
 namespace tw::archive {
 
@@ -86,11 +91,31 @@ struct Store::Impl {
   std::optional<ChunkStore> chunk_store;
   UniqueFd locks;
   CatalogBatch staged;
-  // Group commit (Store::begin_group): slots held by a live NodeLock (the step under way),
-  // with how many hold each, and slots held for versions staged but not yet flushed.
+  // Group commit (Store::begin_group; FORMAT.md "Format 2", Group commit): slots held by
+  // a live NodeLock (the step under way), with how many hold each; slots held for the
+  // versions of the open group; and every slot held for a group, open or closed, with how
+  // many groups hold it (released when none does).
   bool grouping = false;
   std::map<off_t, int> step_slots;
   std::set<off_t> group_slots;
+  std::map<off_t, int> held_slots;
+  // A closed group: its versions and blobs are those of `staged` before `end`, committed
+  // once its pack sync (run by `worker`) is done, then answered once the journal is synced.
+  struct ClosedGroup {
+    CatalogBatch::Mark end;
+    std::vector<off_t> slots;
+    std::function<void(const Done&)> on_durable;  // runs on the worker
+    std::optional<Fault> lost;        // it cannot be committed (this thread's, not the worker's)
+    std::optional<PackSync> pack;     // the worker's
+    std::optional<Fault> sync_fault;  // written by the worker before `synced`
+    std::atomic<bool> synced{false};
+  };
+  std::deque<std::shared_ptr<ClosedGroup>> closed;  // in the order closed
+  std::optional<Fault> open_lost;   // the open group went with a group closed before it
+  CatalogBatch::Mark group_opened;  // where the open group's part of `staged` begins
+
+  // Runs the closed groups' syncs and answers; last, so it is gone before what they use.
+  std::unique_ptr<SyncWorker> worker;
 
   bool cancelled() const { return hooks.cancelled && hooks.cancelled(); }
 
@@ -153,9 +178,18 @@ struct Store::Impl {
   // Format 2: commits `v` as the newest version of `path`, with the blobs staged for it:
   // the pack synced first, then one catalog transaction. Returns the bytes of its row.
   Expected<std::uint64_t> commit_version(const std::string& path, const Version& v);
-  // Format 2: makes every staged version durable and releases the group's locks but
-  // those of the step under way.
+  // Format 2: makes every staged version durable (in a group: closes the open group and
+  // waits until every closed group is answered) and releases the group's locks but those
+  // of the step under way.
   Done flush_group();
+  // Format 2, in a group: closes the open group (Store::close_group).
+  void close_group(std::function<void(const Done&)> on_durable);
+  // Format 2, in a group: commits the closed groups whose pack is synced, in order (with
+  // `wait`, all of them, waiting for their syncs).
+  void advance(bool wait);
+  // Every closed group and every staged version after `fault` are lost: their requests are
+  // answered FAILED RETRY.
+  void lose_after(const Fault& fault);
   // Format 2: locks `slot` of <root>/locks (waiting for another holder unless `try_only`).
   // Returns 0, EAGAIN when `try_only` found it held, or another errno.
   int lock_slot(off_t slot, bool try_only);

@@ -60,7 +60,7 @@ class Consumer : NonCopyable {
   // Up to this many requests are written to the archiver before the oldest is answered,
   // so an archiver can make several versions durable with one sync (group commit);
   // responses come back in request order.
-  static constexpr std::size_t kWindow = 32;
+  static constexpr std::size_t kWindow = 128;
   // ... and no more is taken while the files in flight hold this many bytes, so that a few
   // large files spread over the archivers instead of queueing behind one.
   static constexpr std::uint64_t kWindowBytes = 4 << 20;

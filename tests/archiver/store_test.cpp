@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 #include <span>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -723,6 +724,49 @@ TEST_F(StoreTest, TwoGroupsWantingEachOthersPathsDoNotDeadlock) {
   EXPECT_EQ(reader.versions(dir_ / "src/x")->size(), 2u);
   EXPECT_EQ(reader.versions(dir_ / "src/y")->size(), 2u);
   EXPECT_TRUE(reader.verify().ok());
+}
+
+// Pipelined group commit: a closed group is synced while the next one runs, and the next
+// one reads its versions before they are committed (a second version of the same path
+// numbers after the first); groups are committed and answered in the order closed.
+TEST_F(StoreTest, ClosedGroupsCommitInOrderWhileTheNextGroupReadsThem) {
+  Store store = open();
+  Store other = open();
+  store.begin_group();
+  std::mutex mutex;
+  std::vector<int> answered;
+  const auto answer = [&](int group) {
+    return [&, group](const Status& durable) {
+      EXPECT_TRUE(durable) << durable.error();
+      std::lock_guard lock(mutex);
+      answered.push_back(group);
+    };
+  };
+  write_file(dir_ / "src/f", "one");
+  expect_complete(store.update(dir_ / "src/f"));
+  store.close_group(answer(1));
+  write_file(dir_ / "src/f", "two, longer");
+  expect_complete(store.update(dir_ / "src/f"));
+  EXPECT_EQ(store.versions(dir_ / "src/f")->size(), 2u);
+  store.close_group(answer(2));
+  write_file(dir_ / "src/g", "three");
+  expect_complete(store.update(dir_ / "src/g"));
+  store.advance();
+  store.close_group(answer(3));
+  ASSERT_TRUE(store.flush());
+  EXPECT_EQ(store.staged_versions(), 0u);
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(answered, (std::vector<int>{1, 2, 3}));
+  }
+  auto history = other.versions(dir_ / "src/f");
+  ASSERT_TRUE(history);
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ(history->at(0).number, 1u);
+  EXPECT_EQ(history->at(1).number, 2u);
+  EXPECT_EQ(history->at(1).size, 11u);
+  EXPECT_EQ(other.versions(dir_ / "src/g")->size(), 1u);
+  EXPECT_TRUE(other.verify().ok());
 }
 
 // A format-1 archive stays format 1: read, written and verified by the format-1 code.
