@@ -137,9 +137,14 @@ TEST_F(MonitorCatchUp, ExactlyTheFilesChangedWhileStoppedGetNewVersions) {
 TEST_F(MonitorCatchUp, WorkStillQueuedAtStopIsNotQueuedAgain) {
   // Queued by hand while no monitor runs, then changed: the waiting UPDATE covers it.
   ASSERT_NO_FATAL_FAILURE(archive_then_enqueue_while_stopped(20, "f3"));
+  // Not due for a while, so that it is still waiting when the catch-up looks: the scheduler
+  // starts beside the catch-up and would otherwise take it at once (the catch-up queues a
+  // path again whose item it finds in flight, as the next test shows).
+  const auto before = last_id();
+  h_->db().connect().query(
+      "UPDATE timewarp.items SET not_before = now() + interval '3 seconds' WHERE id = $1", before);
   test::write_file(h_->path("f3"), "changed");
   test::write_file(h_->path("f4"), "changed");
-  const auto before = last_id();
   h_->start();
   ASSERT_TRUE(h_->wait_catchup());
   EXPECT_EQ(queued_after(before), std::set<std::string>{"UPDATE f4"});
