@@ -534,7 +534,7 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
                              shown_path(file), version, kSchemaVersion)};
   };
   if (writable) {
-    // WAL: readers never block the writer; FULL: a commit is durable when it returns.
+    // WAL: readers never block the writer.
     // Switching to WAL takes the database alone; a catalog in use is in WAL already.
     bool wal = false;
     {

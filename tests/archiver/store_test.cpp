@@ -6,9 +6,9 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <span>
-#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
