@@ -153,8 +153,8 @@ bool path_exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-DiskWriter::DiskWriter(std::string root, StepHook step_hook)
-    : root_(std::move(root)), step_hook_(std::move(step_hook)) {}
+DiskWriter::DiskWriter(std::string root, StepHook step_hook, FailHook fail_hook)
+    : root_(std::move(root)), step_hook_(std::move(step_hook)), fail_hook_(std::move(fail_hook)) {}
 
 void DiskWriter::step(std::string_view name) const {
   if (step_hook_) step_hook_(name);

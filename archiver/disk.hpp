@@ -72,13 +72,17 @@ class DiskWriter {
  public:
   using StepHook = std::function<void(std::string_view step)>;
 
-  DiskWriter(std::string root, StepHook step_hook);
+  using FailHook = std::function<bool(std::string_view step)>;
+
+  DiskWriter(std::string root, StepHook step_hook, FailHook fail_hook = {});
   DiskWriter(const DiskWriter&) = delete;
   DiskWriter& operator=(const DiskWriter&) = delete;
 
   const std::string& root() const { return root_; }
   // Called before every durable step (tests use it to crash at a chosen point).
   void step(std::string_view name) const;
+  // Tests only (StoreHooks::fail_write_step): whether step `name` is to fail.
+  bool fails(std::string_view name) const { return fail_hook_ && fail_hook_(name); }
 
   // A new empty temporary file under <root>/tmp; its path is stored in `temp_path`.
   Expected<UniqueFd> create_temp(std::string& temp_path);
@@ -101,6 +105,7 @@ class DiskWriter {
  private:
   std::string root_;
   StepHook step_hook_;
+  FailHook fail_hook_;
   std::uint64_t counter_ = 0;
 };
 

@@ -165,6 +165,10 @@ void Store::Impl::close_group(std::function<void(const Done&)> on_durable) {
   group->slots.assign(group_slots.begin(), group_slots.end());
   group->on_durable = std::move(on_durable);
   group->lost = std::exchange(open_lost, std::nullopt);
+  // A group lost with an earlier one: every group closed before it is lost too, so what is
+  // staged is its own. It goes now, before the next group's requests could read it (name
+  // its blobs, number after its versions).
+  if (group->lost) (void)staged.split_front(group->end);
   // The step under way (a flush inside a request) keeps its slots in the next group.
   group_slots.clear();
   for (const auto& [slot, holders] : step_slots) {
@@ -201,8 +205,7 @@ void Store::Impl::advance(bool wait) {
     closed.pop_front();
     Done done = Ok{};
     if (group->lost) {
-      done = *group->lost;
-      (void)staged.split_front(group->end);  // what it staged after the loss goes too
+      done = *group->lost;  // what it staged went when it was lost, or when it closed
     } else if (group->sync_fault) {
       done = *group->sync_fault;
       chunk_store->seal();  // what of the pack reached the disk is unknown
@@ -211,7 +214,8 @@ void Store::Impl::advance(bool wait) {
       CatalogBatch batch = staged.split_front(group->end);
       if (!batch.empty()) {
         disk.step("catalog-commit");
-        done = catalog->commit(batch);
+        done = disk.fails("catalog-commit") ? retry("archive: the catalog commit failed")
+                                            : catalog->commit(batch);
       }
       if (!done) lose_after(done.fault());
     }

@@ -221,6 +221,9 @@ Expected<std::optional<PackSync>> PackWriter::take_sync() {
 
 Done PackSync::run(const DiskWriter& disk) const {
   disk.step("pack-sync");
+  if (disk.fails("pack-sync")) {
+    return errno_fault(EIO, Side::Archive, fmt::format("syncing {}", shown_path(file)));
+  }
   const int rc = first ? ::fsync(fd.get()) : ::fdatasync(fd.get());
   if (rc != 0)
     return errno_fault(errno, Side::Archive, fmt::format("syncing {}", shown_path(file)));

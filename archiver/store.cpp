@@ -35,7 +35,7 @@ Store::Impl::Impl(std::string root_dir, Store::Mode open_mode, StoreHooks store_
       mode(open_mode),
       hooks(std::move(store_hooks)),
       compression(compress),
-      disk(root, hooks.before_write_step),
+      disk(root, hooks.before_write_step, hooks.fail_write_step),
       objects(disk, hooks.cancelled, compress) {}
 
 std::string Store::Impl::key_of(std::string_view path) { return sha256_hex(path); }

@@ -91,6 +91,10 @@ struct StoreHooks {
   std::function<void(std::string_view step)> before_write_step;
   // Polled during long work; when it returns true the operation stops with FAILED RETRY.
   std::function<bool()> cancelled;
+  // Tests only: asked before a group commit's pack sync and catalog commit (format 2); when
+  // it returns true, that step fails (as an I/O error would) instead of being done. May be
+  // called from the store's sync thread.
+  std::function<bool(std::string_view step)> fail_write_step;
 };
 
 // How new content objects are compressed. Neither setting changes an object's name (the

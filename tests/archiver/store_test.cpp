@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <random>
 #include <span>
@@ -713,13 +716,19 @@ TEST_F(StoreTest, TwoGroupsWantingEachOthersPathsDoNotDeadlock) {
   expect_complete(b.update(dir_ / "src/y"));
   write_file(dir_ / "src/x", "x2");
   write_file(dir_ / "src/y", "y2");
+  // Each closes its group once its request is done, as an archiver does when no further
+  // request waits (a group left open for ever would hold its slots for ever).
   ArchiveResult from_a;
-  std::thread t([&] { from_a = a.update(dir_ / "src/y"); });
+  Status flushed_a = Ok{};
+  std::thread t([&] {
+    from_a = a.update(dir_ / "src/y");
+    flushed_a = a.flush();
+  });
   expect_complete(b.update(dir_ / "src/x"));
+  ASSERT_TRUE(b.flush());
   t.join();
   expect_complete(from_a);
-  ASSERT_TRUE(a.flush());
-  ASSERT_TRUE(b.flush());
+  ASSERT_TRUE(flushed_a);
   Store reader = open();
   EXPECT_EQ(reader.versions(dir_ / "src/x")->size(), 2u);
   EXPECT_EQ(reader.versions(dir_ / "src/y")->size(), 2u);
@@ -767,6 +776,93 @@ TEST_F(StoreTest, ClosedGroupsCommitInOrderWhileTheNextGroupReadsThem) {
   EXPECT_EQ(history->at(1).size, 11u);
   EXPECT_EQ(other.versions(dir_ / "src/g")->size(), 1u);
   EXPECT_TRUE(other.verify().ok());
+}
+
+// A group whose pack sync fails is lost with every group after it not yet committed, and
+// nothing of theirs is read by the groups after that: a request in a later group must not
+// name a blob only a lost group staged (the archive would name a blob it lacks). Groups
+// before the failure stay; the lost requests, run again, archive their files.
+TEST_F(StoreTest, AFailedGroupLosesTheGroupsAfterItAndNothingOfThemIsUsedLater) {
+  // The next pack sync fails once `failing` is set, the one after it waits for `released`.
+  std::atomic<bool> fail_next{false};
+  std::atomic<bool> hold_next{false};
+  std::atomic<bool> failing{false};
+  std::atomic<bool> released{false};
+  const auto wait_for = [](const std::atomic<bool>& flag) {
+    for (int i = 0; i < 10000 && !flag.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  StoreHooks hooks;
+  hooks.fail_write_step = [&](std::string_view step) {
+    if (step != "pack-sync") return false;
+    if (fail_next.exchange(false)) {
+      wait_for(failing);
+      return true;
+    }
+    if (hold_next.exchange(false)) wait_for(released);
+    return false;
+  };
+  Store store = open(std::move(hooks));
+  store.begin_group();
+  std::mutex mutex;
+  std::map<int, bool> answered;  // group -> durable
+  const auto answer = [&](int group) {
+    return [&, group](const Status& durable) {
+      std::lock_guard lock(mutex);
+      answered[group] = static_cast<bool>(durable);
+    };
+  };
+  // One request in a group of its own: `name` written with `content`, then archived.
+  const auto group_of_one = [&](const char* name, const char* content, int group) {
+    write_file(dir_ / name, content);
+    expect_complete(store.update(dir_ / name));
+    store.close_group(answer(group));
+  };
+  group_of_one("src/kept", "before the failure", 1);
+  ASSERT_TRUE(store.flush());
+  // Group 2's pack sync fails; group 3's is held back, so it stays ahead of the next ones.
+  fail_next = true;
+  hold_next = true;
+  group_of_one("src/lost", "its pack sync fails", 2);
+  group_of_one("src/after", "closed after it", 3);
+  failing = true;
+  // The failure is seen: what groups 2 and 3 staged is gone.
+  for (int i = 0; i < 5000 && store.staged_versions() > 0; ++i) {
+    store.advance();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(store.staged_versions(), 0u);
+  // The open group went with them; it is closed behind group 3, still syncing. The group
+  // after it finds the same content new: its own to store.
+  group_of_one("src/shared-1", "the same content in two files", 4);
+  group_of_one("src/shared-2", "the same content in two files", 5);
+  released = true;
+  ASSERT_TRUE(store.flush());
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(answered,
+              (std::map<int, bool>{{1, true}, {2, false}, {3, false}, {4, false}, {5, true}}));
+  }
+  Store reader = open();
+  EXPECT_EQ(reader.versions(dir_ / "src/kept")->size(), 1u);
+  EXPECT_TRUE(reader.versions(dir_ / "src/lost")->empty());
+  EXPECT_TRUE(reader.versions(dir_ / "src/after")->empty());
+  EXPECT_TRUE(reader.versions(dir_ / "src/shared-1")->empty());
+  EXPECT_EQ(reader.versions(dir_ / "src/shared-2")->size(), 1u);
+  const VerifyReport report = reader.verify();
+  std::string problems;
+  for (const auto& p : report.problems) problems += p + "\n";
+  EXPECT_TRUE(report.ok()) << problems;
+  // Run again, the lost requests archive their files.
+  for (const char* name : {"src/lost", "src/after", "src/shared-1"}) {
+    expect_complete(store.update(dir_ / name));
+  }
+  ASSERT_TRUE(store.flush());
+  for (const char* name : {"src/lost", "src/after", "src/shared-1"}) {
+    EXPECT_EQ(reader.versions(dir_ / name)->size(), 1u) << name;
+  }
+  EXPECT_TRUE(reader.verify().ok());
 }
 
 // A format-1 archive stays format 1: read, written and verified by the format-1 code.
