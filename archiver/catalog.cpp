@@ -487,10 +487,19 @@ std::vector<Version> CatalogBatch::versions_of(std::string_view path) const {
   return out;
 }
 
+namespace {
+
+// How many of a batch's entries lie before `mark`, `dropped` of them taken out already
+// (none when the mark itself was taken out).
+std::size_t beyond(std::size_t mark, std::size_t dropped) { return mark > dropped ? mark - dropped : 0; }
+
+}  // namespace
+
 std::uint64_t CatalogBatch::blob_bytes(Mark from) const {
   std::uint64_t total = 0;
-  const std::size_t first = from.blobs > dropped_.blobs ? from.blobs - dropped_.blobs : 0;
-  for (std::size_t i = first; i < blobs_.size(); ++i) total += blobs_[i].second.stored;
+  for (std::size_t i = beyond(from.blobs, dropped_.blobs); i < blobs_.size(); ++i) {
+    total += blobs_[i].second.stored;
+  }
   return total;
 }
 
@@ -503,9 +512,6 @@ CatalogBatch CatalogBatch::split_front(Mark upto) {
                 std::make_move_iterator(from.begin() + static_cast<std::ptrdiff_t>(n)));
     from.erase(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
     return n;
-  };
-  const auto beyond = [](std::size_t mark, std::size_t dropped) {
-    return mark > dropped ? mark - dropped : 0;  // a mark taken out already: nothing
   };
   dropped_.versions += take(versions_, front.versions_, beyond(upto.versions, dropped_.versions));
   dropped_.blobs += take(blobs_, front.blobs_, beyond(upto.blobs, dropped_.blobs));

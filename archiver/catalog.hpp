@@ -47,6 +47,7 @@ class CatalogBatch {
   struct Mark {
     std::size_t versions = 0;
     std::size_t blobs = 0;
+    bool operator==(const Mark&) const = default;
   };
   Mark end() const {
     return {dropped_.versions + versions_.size(), dropped_.blobs + blobs_.size()};

@@ -134,9 +134,7 @@ Done Store::Impl::flush_group() {
   if (format != 2) return Ok{};
   if (grouping) {
     // An open group that staged nothing and holds no lock needs no group of its own.
-    const CatalogBatch::Mark end = staged.end();
-    const bool open_empty = end.versions == group_opened.versions &&
-                            end.blobs == group_opened.blobs && group_slots.empty() && !open_lost;
+    const bool open_empty = staged.end() == group_opened && group_slots.empty() && !open_lost;
     std::optional<Done> flushed;
     if (!open_empty) close_group([&flushed](const Done& done) { flushed = done; });
     advance(true);

@@ -195,16 +195,28 @@ Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
   return ref;
 }
 
+namespace {
+
+// One pack's sync: fdatasync of `fd` (fsync, and of the pack's directory, the pack's
+// `first` time), so that every blob appended to `file` so far survives a power cut.
+Done sync_pack(const DiskWriter& disk, int fd, const std::string& file, bool first) {
+  disk.step("pack-sync");
+  if (disk.fails("pack-sync")) {
+    return errno_fault(EIO, Side::Archive, fmt::format("syncing {}", shown_path(file)));
+  }
+  if ((first ? ::fsync(fd) : ::fdatasync(fd)) != 0) {
+    return errno_fault(errno, Side::Archive, fmt::format("syncing {}", shown_path(file)));
+  }
+  if (first) return disk.sync_dir(parent_path(file));
+  return Ok{};
+}
+
+}  // namespace
+
 Done PackWriter::sync() {
   if (!fd_ || unsynced_ == 0) return Ok{};
-  disk_.step("pack-sync");
-  const int rc = named_durable_ ? ::fdatasync(fd_.get()) : ::fsync(fd_.get());
-  if (rc != 0)
-    return errno_fault(errno, Side::Archive, fmt::format("syncing {}", shown_path(file_)));
-  if (!named_durable_) {
-    if (auto synced = disk_.sync_dir(parent_path(file_)); !synced) return synced.fault();
-    named_durable_ = true;
-  }
+  if (auto synced = sync_pack(disk_, fd_.get(), file_, !named_durable_); !synced) return synced;
+  named_durable_ = true;
   unsynced_ = 0;
   return Ok{};
 }
@@ -219,17 +231,7 @@ Expected<std::optional<PackSync>> PackWriter::take_sync() {
   return std::optional<PackSync>(std::move(sync));
 }
 
-Done PackSync::run(const DiskWriter& disk) const {
-  disk.step("pack-sync");
-  if (disk.fails("pack-sync")) {
-    return errno_fault(EIO, Side::Archive, fmt::format("syncing {}", shown_path(file)));
-  }
-  const int rc = first ? ::fsync(fd.get()) : ::fdatasync(fd.get());
-  if (rc != 0)
-    return errno_fault(errno, Side::Archive, fmt::format("syncing {}", shown_path(file)));
-  if (first) return disk.sync_dir(parent_path(file));
-  return Ok{};
-}
+Done PackSync::run(const DiskWriter& disk) const { return sync_pack(disk, fd.get(), file, first); }
 
 Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
                                     bool rehash) {

@@ -91,7 +91,7 @@ struct StoreHooks {
   std::function<void(std::string_view step)> before_write_step;
   // Polled during long work; when it returns true the operation stops with FAILED RETRY.
   std::function<bool()> cancelled;
-  // Tests only: asked before a group commit's pack sync and catalog commit (format 2); when
+  // Tests only: asked before a pack sync and a group's catalog commit (format 2); when
   // it returns true, that step fails (as an I/O error would) instead of being done. May be
   // called from the store's sync thread.
   std::function<bool(std::string_view step)> fail_write_step;
