@@ -114,7 +114,8 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   // (a nested loop over the path index: the LATERAL subquery with its own row locks is
   // never flattened into a hash join over the whole table). A change whose path is
   // involved in a pending MOVE keeps its order; that check runs only when some MOVE is
-  // pending at all.
+  // pending at all. The claimed rows are then found through the primary key, one look-up
+  // per id (an IN over the CTEs is planned as a hash join over a scan of the whole table).
   const std::string sql = fmt::format(R"(
     WITH batch AS (SELECT nextval('timewarp.batch_ids') AS id),
          candidates AS ({}),
@@ -134,7 +135,7 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
            UPDATE timewarp.items i
               SET status = 'DISPATCHED', scheduler_id = $1, batch_id = (SELECT id FROM batch),
                   dispatched_at = now(), lease_until = now() + make_interval(secs => $3)
-            WHERE i.id IN (SELECT id FROM candidates UNION ALL SELECT id FROM extra)
+            WHERE i.id = ANY (ARRAY(SELECT id FROM candidates UNION ALL SELECT id FROM extra))
         RETURNING i.id, i.op, i.path, i.dest_path, i.attempts, i.batch_id, i.priority, i.size),
          audit AS (
            INSERT INTO timewarp.batches (id, scheduler_id, strategy, requested, size)
