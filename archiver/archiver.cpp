@@ -57,16 +57,16 @@ Response RequestHandler::handle(const Request& request) {
   try {
     switch (request.op) {
       case Op::Update:
-        result = store_->update(*path);
+        result = store_->update(*path, request.order);
         break;
       case Op::Stat:
-        result = store_->stat(*path);
+        result = store_->stat(*path, request.order);
         break;
       case Op::Delete:
-        result = store_->remove(*path);
+        result = store_->remove(*path, request.order);
         break;
       case Op::Move:
-        result = store_->move(*path, *dest);
+        result = store_->move(*path, *dest, request.order);
         break;
     }
   } catch (const std::exception& e) {

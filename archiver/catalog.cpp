@@ -26,9 +26,10 @@ namespace {
 // `chunks` is the concatenation of a file's blob ids, NULL when the file is one chunk (its
 // blob is then the content's own digest) or has none.
 //
-// Version 2 (this release writes it): the tree as (parent, name) rows, the root "/" being
-// the row with no parent and an empty name, and packs named once in `packs`.
-constexpr int kSchemaVersion = 2;
+// Version 3 (this release writes it): the tree as (parent, name) rows, the root "/" being
+// the row with no parent and an empty name, packs named once in `packs`, and each
+// version's `read_after` (NULL: none; FORMAT.md, "Reads that answer later requests").
+constexpr int kSchemaVersion = 3;
 constexpr const char* kNodesTable = R"sql(
 CREATE TABLE nodes(
   id INTEGER PRIMARY KEY,
@@ -54,6 +55,7 @@ CREATE TABLE versions(
   moved_from BLOB,
   moved_to BLOB,
   chunks BLOB,
+  read_after INTEGER,
   PRIMARY KEY(node, number)) WITHOUT ROWID;
 )sql";
 constexpr const char* kPacksAndBlobsTables = R"sql(
@@ -67,7 +69,12 @@ CREATE TABLE blobs(
   stored INTEGER NOT NULL,
   raw INTEGER NOT NULL) WITHOUT ROWID;
 )sql";
-constexpr const char* kSetVersion = "PRAGMA user_version = 2;";
+constexpr const char* kSetVersion = "PRAGMA user_version = 3;";
+
+// Version 2 (the second release of format 2) is version 3 without `versions.read_after`. It
+// is read as it is, and upgraded in place by the first writer: the column is added, NULL in
+// every version written before.
+constexpr const char* kUpgrade2 = "ALTER TABLE versions ADD COLUMN read_after INTEGER;";
 
 // Version 1 (the first release of format 2) kept every node's whole path, with its own
 // index, and each blob's pack by name: nodes(id, path UNIQUE, parent), the index
@@ -181,7 +188,7 @@ class IdMemo {
 struct Catalog::Impl {
   std::unique_ptr<sqlite3, DbClose> db;
   std::string file;
-  int schema = kSchemaVersion;  // of the file (1 only when read, before a writer upgrades it)
+  int schema = kSchemaVersion;  // of the file (older only when read, before a writer upgrades it)
   std::map<std::string, Statement, std::less<>> statements;  // prepared once each
   IdMemo node_ids, pack_ids;  // schema 2
   bool writing = false;       // inside commit()'s transaction
@@ -280,7 +287,8 @@ struct Catalog::Impl {
     return Error{failure(what)};
   }
 
-  // The node id of `path`, adding it and its missing ancestors (inside commit(); schema 2).
+  // The node id of `path`, adding it and its missing ancestors (inside commit(); schema 2 and
+  // later).
   Result<std::int64_t> ensure_node(const std::string& path) {
     auto found = node_of(path);
     if (!found) return Error{found.error()};
@@ -301,7 +309,7 @@ struct Catalog::Impl {
     return id;
   }
 
-  // The id of pack `name`, adding it (inside commit(); schema 2).
+  // The id of pack `name`, adding it (inside commit(); schema 2 and later).
   Result<std::int64_t> ensure_pack(std::string_view name) {
     if (auto id = pack_ids.find(name)) return *id;
     auto s = statement("INSERT INTO packs(name) VALUES (?1) ON CONFLICT(name) DO NOTHING");
@@ -364,7 +372,7 @@ struct Catalog::Impl {
 
   static Version read_version(sqlite3_stmt* s) {
     // Columns: number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino,
-    // link, moved_from, moved_to, chunks
+    // link, moved_from, moved_to, chunks, and from schema 3 read_after
     Version v;
     v.number = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
     v.archived_at_ns = sqlite3_column_int64(s, 1);
@@ -387,6 +395,7 @@ struct Catalog::Impl {
     }
     // A file of one chunk, the content itself, is stored without its list (see commit()).
     if (chunks.empty() && v.exists() && v.is_file() && v.size > 0) v.chunks.push_back(v.sha256);
+    if (sqlite3_column_count(s) > 15) v.read_after = sqlite3_column_int64(s, 15);
     return v;
   }
 
@@ -396,10 +405,14 @@ struct Catalog::Impl {
     if (!node) return Error{node.error()};
     std::vector<Version> out;
     if (!*node) return out;
-    auto s = statement(
-        "SELECT number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino, link, "
-        "moved_from, moved_to, chunks FROM versions WHERE node = ?1 ORDER BY number DESC "
-        "LIMIT ?2");
+    auto s =
+        statement(schema >= 3 ? "SELECT number, archived_at, op, size, sha256, mode, uid, gid, "
+                                "mtime, dev, ino, link, moved_from, moved_to, chunks, "
+                                "read_after FROM versions WHERE node = ?1 ORDER BY number "
+                                "DESC LIMIT ?2"
+                              : "SELECT number, archived_at, op, size, sha256, mode, uid, gid, "
+                                "mtime, dev, ino, link, moved_from, moved_to, chunks FROM "
+                                "versions WHERE node = ?1 ORDER BY number DESC LIMIT ?2");
     if (!s) return Error{s.error()};
     sqlite3_bind_int64(*s, 1, **node);
     sqlite3_bind_int64(*s, 2, count);
@@ -447,6 +460,12 @@ struct Catalog::Impl {
     }  // both statements reset before their tables change
     statements.clear();
     if (auto s = exec(kUpgrade1End); !s) return s;
+    return upgrade_from_2();
+  }
+
+  // Schema 2 to 3, inside the opening writer's transaction.
+  Status upgrade_from_2() {
+    if (auto s = exec(kUpgrade2); !s) return s;
     return exec(kSetVersion);
   }
 };
@@ -579,6 +598,8 @@ Result<Catalog> Catalog::open(const std::string& file, Store::Mode mode) {
         for (const char* sql : {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion}) {
           if (auto s = impl->exec(sql); !s) return s;
         }
+      } else if (*version == 2) {
+        if (auto s = impl->upgrade_from_2(); !s) return s;
       } else if (*version == 1) {
         if (auto s = impl->upgrade_from_1(); !s) return s;
         auto check = impl->statement("PRAGMA foreign_key_check");
@@ -785,8 +806,8 @@ Done Catalog::commit(const CatalogBatch& batch) {
     if (!node) return fail(node.error());
     auto s = impl_->statement(
         "INSERT INTO versions(node, number, archived_at, op, size, sha256, mode, uid, gid, "
-        "mtime, dev, ino, link, moved_from, moved_to, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-        "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+        "mtime, dev, ino, link, moved_from, moved_to, chunks, read_after) VALUES (?1, ?2, ?3, "
+        "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)");
     if (!s) return fail(s.error());
     const std::string_view op = to_string(v.op);
     // The list of blobs, left out when it is just the content's own digest (a file of one
@@ -811,6 +832,7 @@ Done Catalog::commit(const CatalogBatch& batch) {
     bind_optional(*s, 14, v.moved_from);
     bind_optional(*s, 15, v.moved_to);
     bind_optional(*s, 16, chunks);
+    if (v.read_after > 0) sqlite3_bind_int64(*s, 17, v.read_after);  // else NULL
     if (sqlite3_step(*s) != SQLITE_DONE) {
       return fail(
           impl_->failure(fmt::format("adding version {} of {}", v.number, shown_path(path))));

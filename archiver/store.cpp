@@ -417,16 +417,20 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   return Store(std::move(impl));
 }
 
-ArchiveResult Store::update(std::string_view path) {
+ArchiveResult Store::update(std::string_view path, QueueOrder order) {
+  impl_->order = order;
   return to_archive_result(impl_->reconcile(path, Op::Update));
 }
-ArchiveResult Store::stat(std::string_view path) {
+ArchiveResult Store::stat(std::string_view path, QueueOrder order) {
+  impl_->order = order;
   return to_archive_result(impl_->reconcile(path, Op::Stat));
 }
-ArchiveResult Store::remove(std::string_view path) {
+ArchiveResult Store::remove(std::string_view path, QueueOrder order) {
+  impl_->order = order;
   return to_archive_result(impl_->reconcile(path, Op::Delete));
 }
-ArchiveResult Store::move(std::string_view from, std::string_view to) {
+ArchiveResult Store::move(std::string_view from, std::string_view to, QueueOrder order) {
+  impl_->order = order;
   return to_archive_result(impl_->move(from, to));
 }
 

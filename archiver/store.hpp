@@ -37,6 +37,10 @@ struct Version {
   // Format 2: the blobs a regular file's content is made of, in order (their SHA-256s; one,
   // the content's own, for a file of one chunk; none when empty). Format 1: always empty.
   std::vector<std::string> chunks;
+  // Format 2, a regular file whose content was read for this version: every change queued
+  // as an item with an id up to this one was made before the read began (the horizon of
+  // the request that read it; FORMAT.md, "Reads that answer later requests"). 0: unknown.
+  std::int64_t read_after = 0;
 
   // False for tombstones: a DELETE, or the MOVE recorded at the path a file left.
   bool exists() const { return op != Op::Delete && !(op == Op::Move && !moved_to.empty()); }
@@ -171,10 +175,14 @@ class Store {
   // beneath it) equal to the disk now; the op only hints at what changed (DESIGN.md,
   // "Convergence"). STAT takes the latest content over when size and mtime are unchanged;
   // MOVE lets the history follow the file when the disk confirms the rename.
-  ArchiveResult update(std::string_view path);
-  ArchiveResult stat(std::string_view path);
-  ArchiveResult remove(std::string_view path);  // DELETE
-  ArchiveResult move(std::string_view from, std::string_view to);
+  // `order` is the request's place in the master queue, when it came with one: a regular
+  // file whose content is read records its horizon, and a later request whose changes
+  // were all queued before that read began takes that content over when the file's stat
+  // is unchanged, without reading it again (FORMAT.md, "Reads that answer later requests").
+  ArchiveResult update(std::string_view path, QueueOrder order = {});
+  ArchiveResult stat(std::string_view path, QueueOrder order = {});
+  ArchiveResult remove(std::string_view path, QueueOrder order = {});  // DELETE
+  ArchiveResult move(std::string_view from, std::string_view to, QueueOrder order = {});
 
   // Group commit (format 2; on format 1 every version is durable when its request
   // returns, and these change nothing; FORMAT.md, "Format 2", Group commit). After

@@ -83,6 +83,7 @@ struct Store::Impl {
   ChunkSizes chunk_sizes = kFirstChunkSizes;  // format 2: those its FORMAT file names
 
   // --- working state
+  QueueOrder order;  // of the request under way (Store::update and the others)
   DiskWriter disk;
   ObjectStore objects;  // format 1's objects; in format 2 only its hashing is used
   // Format 2 (FORMAT.md, "Format 2"): the catalog, the chunks, the locks file, and the

@@ -50,12 +50,38 @@ std::variant<Request, RequestParseError> parse_request(std::string_view line) {
   if (fields.size() < 3) return fail("malformed request: expected <id> TAB <op> TAB <path>");
   const auto op = parse_op(fields[1]);
   if (!op) return fail(fmt::format("malformed request: unknown op '{}'", excerpt(fields[1])));
-  const std::size_t expected = *op == Op::Move ? 4 : 3;
-  if (fields.size() != expected) {
+  // The positional fields, then the optional tagged ones (`key=value`; a path always
+  // begins with '/', so one is never taken for the other).
+  const std::size_t positional = *op == Op::Move ? 4 : 3;
+  const auto tagged = [](std::string_view f) {
+    return !f.empty() && f.front() != '/' && f.find('=') != std::string_view::npos;
+  };
+  std::size_t count = fields.size();
+  while (count > 3 && tagged(fields[count - 1])) --count;
+  if (count != positional) {
     return fail(fmt::format("malformed request: {} takes {} fields, got {}", to_string(*op),
-                            expected, fields.size()));
+                            positional, count));
   }
-  Request request{*id, *op, std::string(fields[2]), {}};
+  Request request{*id, *op, std::string(fields[2]), {}, {}};
+  for (std::size_t i = positional; i < fields.size(); ++i) {
+    const std::string_view field = fields[i];
+    const auto eq = field.find('=');
+    const std::string_view key = field.substr(0, eq);
+    std::int64_t* slot = key == "newest"    ? &request.order.newest
+                         : key == "horizon" ? &request.order.horizon
+                                            : nullptr;
+    if (slot == nullptr) {
+      return fail(
+          fmt::format("malformed request: unknown field '{}' (expected newest=<id> or "
+                      "horizon=<id>)",
+                      excerpt(field)));
+    }
+    const auto value = parse_int<std::int64_t>(field.substr(eq + 1));
+    if (!value || *value <= 0 || *slot != 0) {
+      return fail(fmt::format("malformed request: bad or repeated field '{}'", excerpt(field)));
+    }
+    *slot = *value;
+  }
   if (request.path.empty()) return fail("malformed request: empty path");
   if (!unescape_bytes(request.path)) {
     return fail(fmt::format("malformed request: badly escaped path '{}'", excerpt(fields[2])));
@@ -72,11 +98,15 @@ std::variant<Request, RequestParseError> parse_request(std::string_view line) {
 }
 
 std::string format_request(const Request& request) {
-  if (request.op == Op::Move) {
-    return fmt::format("{}\t{}\t{}\t{}", request.id, to_string(request.op), request.path,
-                       request.dest_path);
+  std::string line = fmt::format("{}\t{}\t{}", request.id, to_string(request.op), request.path);
+  if (request.op == Op::Move) fmt::format_to(std::back_inserter(line), "\t{}", request.dest_path);
+  if (request.order.newest > 0) {
+    fmt::format_to(std::back_inserter(line), "\tnewest={}", request.order.newest);
   }
-  return fmt::format("{}\t{}\t{}", request.id, to_string(request.op), request.path);
+  if (request.order.horizon > 0) {
+    fmt::format_to(std::back_inserter(line), "\thorizon={}", request.order.horizon);
+  }
+  return line;
 }
 
 Result<Response> parse_response(std::string_view line) {

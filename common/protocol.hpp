@@ -19,11 +19,24 @@ enum class Op { Update, Stat, Delete, Move };  // named in protocol.cpp's kOpNam
 std::string_view to_string(Op op);
 std::optional<Op> parse_op(std::string_view text);
 
+// Where a request stands in the master queue, from two optional tagged fields after the
+// positional ones, `newest=<id>` and `horizon=<id>` (0: not sent). `newest` is the largest
+// queue id among the changes the request stands for (its own and those coalesced into it);
+// `horizon` is a queue id such that every item up to it was queued before the request was
+// sent. Queue ids are handed out in time order, and a change is seen before its item gets
+// an id, so a read that starts after a request with horizon H arrived has seen every change
+// queued as an item up to H (archiver/FORMAT.md, "Reads that answer later requests").
+struct QueueOrder {
+  std::int64_t newest = 0;
+  std::int64_t horizon = 0;
+};
+
 struct Request {
   std::int64_t id = 0;
   Op op = Op::Update;
   std::string path;       // escaped form, as on the wire and in the database
   std::string dest_path;  // escaped form; only for Op::Move
+  QueueOrder order;
 };
 
 // The id echoed in the answer to a request whose id cannot be read.

@@ -158,9 +158,12 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     bool any_update;
   };
   std::unordered_map<std::string, Group> groups;
+  std::int64_t horizon = 0;  // every id up to the largest claimed was handed out before now
   for (int r = 0; r < result.rows(); ++r) {
     ClaimedItem item;
     item.id = result.int64(r, 0);
+    item.order.newest = item.id;
+    horizon = std::max(horizon, item.id);
     item.op = parse_op(result.text(r, 1)).value_or(Op::Update);
     item.path = std::string(result.text(r, 2));
     if (!result.is_null(r, 3)) item.dest_path = std::string(result.text(r, 3));
@@ -186,9 +189,11 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   // The newest change decides the op, but a STAT never hides an UPDATE.
   for (const auto& [path, g] : groups) {
     ClaimedItem& lead = items[g.index];
+    lead.order.newest = g.newest_id;
     if (lead.followers.empty()) continue;
     lead.op = g.newest_op == Op::Stat && g.any_update ? Op::Update : g.newest_op;
   }
+  for (auto& item : items) item.order.horizon = horizon;
   return items;
 }
 

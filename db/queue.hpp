@@ -53,6 +53,9 @@ struct ClaimedItem {
   // Other items for the same path folded into this one by coalescing: they were claimed
   // too and share this item's outcome.
   std::vector<std::int64_t> followers;
+  // Its place in the queue, sent with the request (common/protocol.hpp, QueueOrder): the
+  // newest of its own and its followers' ids, and the largest id of the claim it came in.
+  QueueOrder order;
 };
 
 struct Completion {

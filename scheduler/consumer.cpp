@@ -191,7 +191,8 @@ void Consumer::archiver_failed(const std::string& message) {
 
 void Consumer::send(db::ClaimedItem item) {
   set_busy(true);
-  const std::string request = format_request(Request{item.id, item.op, item.path, item.dest_path});
+  const std::string request =
+      format_request(Request{item.id, item.op, item.path, item.dest_path, item.order});
   in_flight_bytes_ += item.size;
   in_flight_.push_back(Sent{std::move(item), epoch_seconds()});
   if (!archiver_->write_line(request)) {

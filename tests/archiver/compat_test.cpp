@@ -3,8 +3,10 @@
 // - format 1 (format1-archive.tar.gz) is listed, restored and verified, and stays format 1
 //   when written to;
 // - format 2 with its catalog in schema 1 (format2-catalog1-archive.tar.gz) is read as it
-//   is when opened read-only, and upgraded in place to schema 2 by the first writer, even
-//   under a reader that opened it before.
+//   is when opened read-only, and upgraded in place to schema 3 by the first writer, even
+//   under a reader that opened it before;
+// - format 2 with its catalog in schema 2 (format2-catalog2-archive.tar.gz) likewise, its
+//   versions read as before and the new ones with what their reads saw of the queue.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -60,9 +62,9 @@ class Format1Compat : public OldArchive {
   void SetUp() override { unpack("format1-archive.tar.gz"); }
 };
 
-class Format2Catalog1Compat : public OldArchive {
+class Format2Compat : public OldArchive {
  protected:
-  void SetUp() override { unpack("format2-catalog1-archive.tar.gz"); }
+  std::size_t large_chunks_ = 2;  // at least, in dir/large.log
 
   int schema() const {
     auto catalog = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadOnly);
@@ -85,7 +87,7 @@ class Format2Catalog1Compat : public OldArchive {
     auto large = store.versions(kSource + "/dir/large.log");
     ASSERT_TRUE(large);
     ASSERT_EQ(large->size(), 1u);
-    EXPECT_GT(large->front().chunks.size(), 1u);
+    EXPECT_GE(large->front().chunks.size(), large_chunks_);
     auto within = store.paths_within(kSource);
     ASSERT_TRUE(within);
     EXPECT_EQ(*within, (std::vector<std::string>{
@@ -101,6 +103,19 @@ class Format2Catalog1Compat : public OldArchive {
     const VerifyReport verified = store.verify();
     EXPECT_TRUE(verified.ok());
     EXPECT_EQ(verified.histories, 9u + added);
+  }
+};
+
+class Format2Catalog1Compat : public Format2Compat {
+ protected:
+  void SetUp() override { unpack("format2-catalog1-archive.tar.gz"); }
+};
+
+class Format2Catalog2Compat : public Format2Compat {
+ protected:
+  void SetUp() override {
+    unpack("format2-catalog2-archive.tar.gz");
+    large_chunks_ = 1;  // 3 MiB is one chunk at the chunk sizes of that release
   }
 };
 
@@ -161,7 +176,7 @@ TEST_F(Format2Catalog1Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverythin
   {
     auto store = Store::open(archive(), Store::Mode::ReadWrite);
     ASSERT_TRUE(store) << store.error();
-    EXPECT_EQ(schema(), 2);
+    EXPECT_EQ(schema(), 3);
     expect_the_old_archive(*store);
 
     // New versions beside the old: a new path in an old folder (its parent found by name
@@ -197,13 +212,13 @@ TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
 
   auto writer = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadWrite);
   ASSERT_TRUE(writer) << writer.error();
-  ASSERT_EQ(writer->schema_version(), 2);
+  ASSERT_EQ(writer->schema_version(), 3);
 
-  // The reader's statements named schema 1's tables: it notices and reads schema 2.
+  // The reader's statements named schema 1's tables: it notices and reads schema 3.
   auto after = reader->paths_within(kSource);
   ASSERT_TRUE(after) << after.error();
   EXPECT_EQ(*after, *before);
-  EXPECT_EQ(reader->schema_version(), 2);
+  EXPECT_EQ(reader->schema_version(), 3);
   auto blob_after = reader->blob((*notes)->chunks.front());
   ASSERT_TRUE(blob_after && *blob_after) << (blob_after ? "" : blob_after.error());
   EXPECT_EQ((*blob_after)->pack, (*blob)->pack);
@@ -217,6 +232,36 @@ TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
   ASSERT_TRUE(all);
   EXPECT_EQ(all->size(), 8u);
   EXPECT_EQ(reader->archived_paths()->size(), 9u);
+}
+
+TEST_F(Format2Catalog2Compat, IsReadAsItIsWhenOpenedReadOnly) {
+  ASSERT_EQ(schema(), 2);
+  auto store = Store::open(archive(), Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
+  expect_the_old_archive(*store);
+  EXPECT_EQ(schema(), 2);
+}
+
+TEST_F(Format2Catalog2Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverything) {
+  {
+    auto store = Store::open(archive(), Store::Mode::ReadWrite);
+    ASSERT_TRUE(store) << store.error();
+    EXPECT_EQ(schema(), 3);
+    expect_the_old_archive(*store);
+    // The old versions read nothing of the queue; a new one records its request's horizon.
+    EXPECT_EQ(store->versions(kSource + "/notes.txt")->back().read_after, 0);
+    const std::string src = dir_ / "src";
+    std::filesystem::create_directories(src);
+    test::write_file(src + "/new.txt", "new");
+    ASSERT_EQ(store->update(src + "/new.txt", QueueOrder{5, 7}).outcome, Outcome::Complete);
+    ASSERT_TRUE(store->flush().ok());
+  }
+  auto reader = Store::open(archive(), Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  expect_the_old_archive(*reader, 1);
+  auto added = reader->versions(dir_ / "src/new.txt");
+  ASSERT_TRUE(added && added->size() == 1u);
+  EXPECT_EQ(added->front().read_after, 7);
 }
 
 }  // namespace

@@ -99,7 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(std::holds_alternative<tw::Request>(reparsed), "a formatted request parses");
   const auto& again = std::get<tw::Request>(reparsed);
   check(again.id == request.id && again.op == request.op && again.path == request.path &&
-            again.dest_path == request.dest_path,
+            again.dest_path == request.dest_path && again.order.newest == request.order.newest &&
+            again.order.horizon == request.order.horizon,
         "request round-trips");
 
   // The real handler, on paths moved into the sandbox.

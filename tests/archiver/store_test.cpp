@@ -20,6 +20,7 @@
 #include "archive_test_util.hpp"
 #include "archiver/chunker.hpp"
 #include "archiver/fault.hpp"
+#include "archiver/sha256.hpp"
 #include "archiver/store.hpp"
 #include "archiver/timefmt.hpp"
 #include "common/time.hpp"
@@ -286,6 +287,100 @@ TEST_F(StoreTest, FileChangedWhileBeingReadIsRetriedNeverTorn) {
   std::string expected(300000, 'a');
   for (int i = 0; i < appended; ++i) expected += "more";
   EXPECT_EQ(read_file(dir_ / "restored/1"), expected);
+}
+
+// Puts the mtime of `path` back to `st`'s, as a writer that restores times would.
+void set_mtime(const std::string& path, const struct stat& st) {
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+void append_file(const std::string& path, const std::string& more) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  EXPECT_EQ(::write(fd, more.data(), more.size()), static_cast<ssize_t>(more.size()));
+  ::close(fd);
+}
+
+struct stat stat_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+// A read answers the requests whose changes were all queued before it began (their newest
+// id at most the horizon of the request that read), and only those: a change queued after
+// it is read again, even when size and mtime say nothing changed.
+TEST_F(StoreTest, AReadAnswersOnlyTheRequestsQueuedBeforeItBegan) {
+  const std::string path = dir_ / "src/f";
+  write_file(path, text(200000));
+  int reads = 0;
+  StoreHooks hooks;
+  hooks.after_content_read = [&] { ++reads; };
+  Store store = open(std::move(hooks));
+  // Whether the request read the file.
+  const auto reads_for = [&](const ArchiveResult& r, int before) {
+    expect_complete(r);
+    return reads > before;
+  };
+  EXPECT_TRUE(reads_for(store.update(path, QueueOrder{3, 5}), reads));
+  auto versions = store.versions(path);
+  ASSERT_TRUE(versions && versions->size() == 1u);
+  EXPECT_EQ(versions->back().read_after, 5);
+
+  // Queued before that read (newest 4 and 5 <= 5), the file as it left it: nothing to read.
+  EXPECT_FALSE(reads_for(store.update(path, QueueOrder{4, 9}), reads));
+  EXPECT_FALSE(reads_for(store.remove(path, QueueOrder{5, 9}), reads));
+  EXPECT_EQ(store.versions(path)->size(), 1u);
+
+  // Rewritten in place to other bytes of the same size, its mtime put back: only a request
+  // queued after the read (newest 6 > 5) may find it, and it reads.
+  const struct stat before = stat_of(path);
+  std::string other = text(200000);
+  other[100] = '#';
+  write_file(path, other);
+  set_mtime(path, before);
+  ASSERT_EQ(stat_of(path).st_ino, before.st_ino);
+  EXPECT_FALSE(reads_for(store.update(path, QueueOrder{5, 9}), reads));  // changes before it
+  EXPECT_TRUE(reads_for(store.update(path, QueueOrder{6, 9}), reads));
+  versions = store.versions(path);
+  ASSERT_TRUE(versions && versions->size() == 2u);
+  EXPECT_EQ(versions->back().sha256, sha256_hex(other));
+  EXPECT_EQ(versions->back().read_after, 9);
+
+  // A request without its place in the queue always reads; a stat that differs too.
+  EXPECT_TRUE(reads_for(store.update(path), reads));
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  EXPECT_TRUE(reads_for(store.update(path, QueueOrder{7, 9}), reads));
+  RestoreOptions options;
+  options.destination = dir_ / "restored/f";
+  ASSERT_TRUE(store.restore(path, options));
+  EXPECT_EQ(read_file(options.destination), other);
+}
+
+// The folder rename after an append: the MOVE reads the appended file at its new name, and
+// the UPDATE queued for it with the rename is answered by that read.
+TEST_F(StoreTest, AnUpdateQueuedWithAFolderRenameIsAnsweredByTheMovesRead) {
+  const std::string from = dir_ / "src/d", to = dir_ / "src/d.renamed";
+  write_file(from + "/log", text(300000));
+  write_file(from + "/other", "other");
+  int reads = 0;
+  StoreHooks hooks;
+  hooks.after_content_read = [&] { ++reads; };
+  Store store = open(std::move(hooks));
+  expect_complete(store.update(from, QueueOrder{1, 3}));
+  expect_complete(store.update(from + "/log", QueueOrder{2, 3}));
+  expect_complete(store.update(from + "/other", QueueOrder{3, 3}));
+  EXPECT_EQ(reads, 2);
+  append_file(from + "/log", "appended\n");
+  std::filesystem::rename(from, to);
+  expect_complete(store.move(from, to, QueueOrder{5, 6}));
+  EXPECT_EQ(reads, 3) << "the appended file is read at its new name, the other followed";
+  expect_complete(store.update(to + "/log", QueueOrder{6, 6}));
+  EXPECT_EQ(reads, 3);
+  auto versions = store.versions(to + "/log");
+  ASSERT_TRUE(versions && versions->size() == 1u);
+  EXPECT_EQ(versions->back().sha256, sha256_hex(text(300000) + "appended\n"));
 }
 
 TEST_F(StoreTest, FileChangedOnceWhileRehashingAKnownVersionIsLookedAtAgain) {

@@ -17,6 +17,26 @@ TEST(Protocol, RequestRoundTrip) {
   EXPECT_EQ(format_request({7, Op::Update, "/f", ""}), "7\tUPDATE\t/f");
 }
 
+TEST(Protocol, RequestsCarryTheirPlaceInTheQueueAsOptionalTaggedFields) {
+  Request update{7, Op::Update, "/d/a=b", "", QueueOrder{12, 30}};
+  EXPECT_EQ(format_request(update), "7\tUPDATE\t/d/a=b\tnewest=12\thorizon=30");
+  const auto parsed = parse_request(format_request(update));
+  ASSERT_TRUE(std::holds_alternative<Request>(parsed));
+  EXPECT_EQ(std::get<Request>(parsed).path, "/d/a=b");
+  EXPECT_EQ(std::get<Request>(parsed).order.newest, 12);
+  EXPECT_EQ(std::get<Request>(parsed).order.horizon, 30);
+  // Either, in any order, after a MOVE's destination too; neither is needed.
+  const auto move = parse_request("8\tMOVE\t/a\t/b=c\thorizon=9");
+  ASSERT_TRUE(std::holds_alternative<Request>(move));
+  EXPECT_EQ(std::get<Request>(move).dest_path, "/b=c");
+  EXPECT_EQ(std::get<Request>(move).order.newest, 0);
+  EXPECT_EQ(std::get<Request>(move).order.horizon, 9);
+  const auto bare = parse_request("9\tDELETE\t/a");
+  ASSERT_TRUE(std::holds_alternative<Request>(bare));
+  EXPECT_EQ(std::get<Request>(bare).order.newest, 0);
+  EXPECT_EQ(std::get<Request>(bare).order.horizon, 0);
+}
+
 TEST(Protocol, MalformedRequestsSayWhatIsWrong) {
   const auto error = [](std::string_view line) {
     const auto parsed = parse_request(line);
@@ -32,6 +52,13 @@ TEST(Protocol, MalformedRequestsSayWhatIsWrong) {
   EXPECT_NE(error("5\tUPDATE\t/x\t/y").message.find("takes 3 fields"), std::string::npos);
   EXPECT_NE(error("5\tUPDATE\t/x%zz").message.find("badly escaped"), std::string::npos);
   EXPECT_NE(error("5\tUPDATE\t").message.find("empty path"), std::string::npos);
+  EXPECT_NE(error("5\tUPDATE\t/x\tfresh=3").message.find("unknown field 'fresh=3'"),
+            std::string::npos);
+  EXPECT_NE(error("5\tUPDATE\t/x\tnewest=-3").message.find("bad or repeated"), std::string::npos);
+  EXPECT_NE(error("5\tUPDATE\t/x\tnewest=3\tnewest=4").message.find("bad or repeated"),
+            std::string::npos);
+  EXPECT_NE(error("5\tMOVE\t/x\tnewest=3").message.find("MOVE takes 4 fields"), std::string::npos);
+  EXPECT_NE(error("5\tUPDATE\tnewest=3\t/x").message.find("takes 3 fields"), std::string::npos);
 }
 
 TEST(Protocol, ResponsesRoundTripWithEscapedMessages) {

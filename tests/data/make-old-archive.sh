@@ -7,6 +7,8 @@
 #   format2-catalog1-archive.tar.gz  KIND format2: the first release of format 2 (commit
 #                                    59548d9: catalog schema 1, pack records of version 2),
 #                                    with dir/large.log, a file of several chunks
+#   format2-catalog2-archive.tar.gz  KIND format2: the release before catalog schema 3
+#                                    (commit 825323d: schema 2, no versions.read_after)
 # Usage (as root): make-old-archive.sh KIND PATH/TO/OLD/timewarp-archiver OUT.tar.gz
 set -euo pipefail
 kind=$1

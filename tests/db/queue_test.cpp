@@ -166,9 +166,18 @@ TEST_F(QueueTest, CoalesceFoldsChangesToOnePath) {
   EXPECT_EQ(first[1].id, ids[1]);
   EXPECT_EQ(first[1].op, Op::Delete);
   EXPECT_EQ(first[1].followers, std::vector<std::int64_t>{ids[4]});
+  // Each stands for its newest change; every id up to the claim's largest was handed out.
+  EXPECT_EQ(first[0].order.newest, ids[2]);
+  EXPECT_EQ(first[1].order.newest, ids[4]);
+  EXPECT_EQ(first[0].order.horizon, ids[4]);
+  EXPECT_EQ(first[1].order.horizon, ids[4]);
   auto rest = queue_->claim({sid_, 10, Strategy::Fifo, 60, true});
   ASSERT_EQ(rest.size(), 4u);  // c, m, the move, m again: nothing folded across the move
-  for (const auto& item : rest) EXPECT_TRUE(item.followers.empty()) << item.path;
+  for (const auto& item : rest) {
+    EXPECT_TRUE(item.followers.empty()) << item.path;
+    EXPECT_EQ(item.order.newest, item.id);
+    EXPECT_EQ(item.order.horizon, ids[7]);
+  }
   EXPECT_EQ(rest[1].op, Op::Update);
   EXPECT_EQ(rest[2].op, Op::Move);
   EXPECT_EQ(rest[3].op, Op::Update);

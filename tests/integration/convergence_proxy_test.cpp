@@ -37,7 +37,7 @@ class FaultArchiver : public ::testing::Test {
   }
   Response ask(ChildProcess& proxy, std::int64_t id) {
     const std::string request =
-        format_request({id, Op::Update, escape_bytes((dir_ / "src" / "f").string()), ""});
+        format_request({id, Op::Update, escape_bytes((dir_ / "src" / "f").string()), "", {}});
     EXPECT_TRUE(proxy.write_line(request));
     std::string line;
     EXPECT_EQ(proxy.read_line(line, 30s), ChildProcess::ReadStatus::Line);
