@@ -115,7 +115,7 @@ class ChunkStore {
   BlobCompressor small_compressor_;  // for files smaller than the smallest chunk
   int threads_;
   std::vector<std::unique_ptr<BlobCompressor>> thread_compressors_;  // one per thread, made lazily
-  std::vector<std::uint8_t> read_buffer_;  // the chunk reader's, kept between files
+  ReadBuffer read_buffer_;  // the chunk reader's, kept between files
   std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
 };
 

@@ -116,8 +116,7 @@ std::size_t Chunker::cut(std::span<const std::uint8_t> data) const {
   return limit;
 }
 
-ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown,
-                         std::vector<std::uint8_t>& buffer)
+ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer)
     : chunker_(chunker), fd_(fd), shown_(std::move(shown)), buffer_(buffer) {
   if (buffer_.size() < 2 * chunker.sizes().max) buffer_.resize(2 * chunker.sizes().max);
 }

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "archiver/fault.hpp"
@@ -67,13 +68,36 @@ class Chunker {
   std::uint64_t mask_large_;  // easier: used after it
 };
 
+// Bytes left uninitialized when the vector grows: a read buffer's pages are then touched,
+// and counted in the process's resident memory, only as far as reads fill them (a 16 MiB
+// buffer used for files of a few KiB costs a few KiB).
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  explicit UninitializedAllocator(const UninitializedAllocator<U>& /*other*/) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using ReadBuffer = std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>;
+
 // Reads a file descriptor to its end in content-defined chunks through one
 // buffer of 2 x sizes.max bytes, so a file of any size takes bounded memory.
 class ChunkReader {
  public:
   // `shown` names the file in messages (shown_path). `buffer` (grown to 2 x sizes.max) is
   // the caller's, so that many files in a row reuse one allocation.
-  ChunkReader(const Chunker& chunker, int fd, std::string shown, std::vector<std::uint8_t>& buffer);
+  ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer);
 
   // The next chunk (valid until the following call), empty at the end of the
   // file; a read error is a Fault naming the file (Side::Source).
@@ -89,7 +113,7 @@ class ChunkReader {
   const Chunker& chunker_;
   int fd_;
   std::string shown_;
-  std::vector<std::uint8_t>& buffer_;
+  ReadBuffer& buffer_;
   std::size_t begin_ = 0;  // the next chunk starts here
   std::size_t end_ = 0;    // bytes read into buffer_
   bool eof_ = false;

@@ -183,7 +183,7 @@ double store_chunked(Archive& archive, const Chunker& chunker, const std::string
   tw::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) die("cannot open " + file);
   Sha256 whole;
-  std::vector<std::uint8_t> buffer;
+  ReadBuffer buffer;
   ChunkReader reader(chunker, fd.get(), file, buffer);
   for (;;) {
     auto chunk = reader.next();

@@ -128,7 +128,7 @@ TEST(Chunker, TheReaderCutsAFileAsTheWholeBufferIsCut) {
   test::write_file(file, std::string(data.begin(), data.end()));
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(fd);
-  std::vector<std::uint8_t> buffer;
+  ReadBuffer buffer;
   ChunkReader reader(chunker, fd.get(), "f", buffer);
   std::vector<std::size_t> lengths;
   std::string joined;
