@@ -12,10 +12,10 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "archiver/fault.hpp"
+#include "common/buffer.hpp"
 #include "common/result.hpp"
 
 namespace tw::archive {
@@ -68,28 +68,9 @@ class Chunker {
   std::uint64_t mask_large_;  // easier: used after it
 };
 
-// Bytes left uninitialized when the vector grows: a read buffer's pages are then touched,
-// and counted in the process's resident memory, only as far as reads fill them (a 16 MiB
-// buffer used for files of a few KiB costs a few KiB).
-template <class T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  UninitializedAllocator() = default;
-  template <class U>
-  explicit UninitializedAllocator(const UninitializedAllocator<U>& /*other*/) noexcept {}
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using ReadBuffer = std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>;
+// The reader's buffer: grown without being zeroed (common/buffer.hpp), so a 16 MiB buffer
+// used for files of a few KiB costs a few KiB of resident memory.
+using ReadBuffer = UninitializedVector<std::uint8_t>;
 
 // Reads a file descriptor to its end in content-defined chunks through one
 // buffer of 2 x sizes.max bytes, so a file of any size takes bounded memory.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "archiver/disk.hpp"
+#include "common/buffer.hpp"
 #include "common/fd.hpp"
 #include "common/result.hpp"
 
@@ -91,7 +92,7 @@ class BlobCompressor {
  private:
   ZSTD_CCtx_s* cctx_;
   int level_;
-  std::vector<char> out_;
+  UninitializedVector<char> out_;  // a frame's room, touched only as far as it is written
 };
 
 // A sync of a pack handed to another thread (group commit, FORMAT.md "Format 2"): an
