@@ -190,7 +190,7 @@ struct Catalog::Impl {
   std::string file;
   int schema = kSchemaVersion;  // of the file (older only when read, before a writer upgrades it)
   std::map<std::string, Statement, std::less<>> statements;  // prepared once each
-  IdMemo node_ids, pack_ids;  // schema 2
+  IdMemo node_ids, pack_ids;  // schema 2 and later
   bool writing = false;       // inside commit()'s transaction
   UniqueFd journal;           // writable: catalog.db-wal, for sync_journal()
 
