@@ -242,6 +242,28 @@ TEST_F(Format2Catalog2Compat, IsReadAsItIsWhenOpenedReadOnly) {
   EXPECT_EQ(schema(), 2);
 }
 
+TEST_F(Format2Catalog2Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
+  auto reader = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  ASSERT_EQ(reader->schema_version(), 2);
+  auto before = reader->latest(kSource + "/notes.txt");
+  ASSERT_TRUE(before && *before);
+
+  auto writer = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadWrite);
+  ASSERT_TRUE(writer) << writer.error();
+  ASSERT_EQ(writer->schema_version(), 3);
+
+  // Its statements still work on the table with one more column: it reads on as schema 2.
+  auto after = reader->latest(kSource + "/notes.txt");
+  ASSERT_TRUE(after && *after) << (after ? "" : after.error());
+  EXPECT_EQ((*after)->sha256, (*before)->sha256);
+  EXPECT_EQ((*after)->number, (*before)->number);
+  EXPECT_EQ((*after)->read_after, 0);
+  auto within = reader->paths_within(kSource);
+  ASSERT_TRUE(within) << within.error();
+  EXPECT_EQ(within->size(), 9u);
+}
+
 TEST_F(Format2Catalog2Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverything) {
   {
     auto store = Store::open(archive(), Store::Mode::ReadWrite);
