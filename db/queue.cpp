@@ -150,10 +150,10 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
                                to_string(request.strategy), request.coalesce);
   std::vector<ClaimedItem> items;
   items.reserve(static_cast<std::size_t>(result.rows()));
-  // Coalescible path -> the item it folds into, and the newest change seen for it.
+  // Coalescible path -> the item it folds into, and the op of the newest change seen for it
+  // (whose id is the item's order.newest).
   struct Group {
     std::size_t index;
-    std::int64_t newest_id;
     Op newest_op;
     bool any_update;
   };
@@ -171,14 +171,15 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     item.batch_id = result.int64(r, 5);
     item.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, result.int64(r, 7)));
     if (result.text(r, 6) == "t") {
-      const auto [it, fresh] = groups.try_emplace(
-          item.path, Group{items.size(), item.id, item.op, item.op == Op::Update});
+      const auto [it, fresh] =
+          groups.try_emplace(item.path, Group{items.size(), item.op, item.op == Op::Update});
       if (!fresh) {
         Group& g = it->second;
-        items[g.index].followers.push_back(item.id);
+        ClaimedItem& lead = items[g.index];
+        lead.followers.push_back(item.id);
         g.any_update = g.any_update || item.op == Op::Update;
-        if (item.id > g.newest_id) {
-          g.newest_id = item.id;
+        if (item.id > lead.order.newest) {
+          lead.order.newest = item.id;
           g.newest_op = item.op;
         }
         continue;
@@ -189,7 +190,6 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   // The newest change decides the op, but a STAT never hides an UPDATE.
   for (const auto& [path, g] : groups) {
     ClaimedItem& lead = items[g.index];
-    lead.order.newest = g.newest_id;
     if (lead.followers.empty()) continue;
     lead.op = g.newest_op == Op::Stat && g.any_update ? Op::Update : g.newest_op;
   }
