@@ -50,6 +50,43 @@ void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each eac
 
 }  // namespace
 
+// The cuts of a prior version, tried as the new content is cut: where a piece of the prior
+// version begins at the offset reached, its length is tried first and taken when the bytes
+// there hash to its id. Each piece is tried once; after a miss the chunker cuts until an
+// offset where a piece begins again (an edit in place), or to the end (bytes inserted or
+// removed). The last piece is not tried when it is shorter than the smallest chunk: it is
+// cut again with what follows it, so no chunk but a file's last is under the smallest size,
+// and a file grown by many small appends has no more chunks than one cut from scratch.
+class ChunkStore::PriorCuts {
+ public:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  struct Piece {
+    std::string id;
+    std::uint64_t start = 0;
+    std::size_t size = 0;
+  };
+
+  PriorCuts() = default;
+  PriorCuts(std::vector<Piece> pieces, std::size_t min) : pieces_(std::move(pieces)), min_(min) {}
+
+  // The piece to try at `offset` (kNone: cut by content). A piece longer than what is left
+  // of the file is tried and misses.
+  std::size_t at(std::uint64_t offset) {
+    while (next_ < pieces_.size() && pieces_[next_].start < offset) ++next_;
+    if (next_ == pieces_.size() || pieces_[next_].start != offset) return kNone;
+    if (next_ + 1 == pieces_.size() && pieces_[next_].size < min_) return kNone;
+    return next_;
+  }
+  const Piece& piece(std::size_t i) const { return pieces_[i]; }
+  // Piece `i` was tried (taken or not): the next try is past it.
+  void tried(std::size_t i) { next_ = i + 1; }
+
+ private:
+  std::vector<Piece> pieces_;
+  std::size_t min_ = 0;
+  std::size_t next_ = 0;  // pieces before it were tried or passed
+};
+
 ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
                        ChunkSizes sizes, std::function<bool()> cancelled, int threads)
     : packs_dir_(std::move(packs_dir)),
@@ -77,10 +114,35 @@ Done ChunkStore::add_blob(const std::string& id, std::size_t raw, const StoredBl
   return Ok{};
 }
 
+ChunkStore::PriorCuts ChunkStore::prior_cuts(const PriorContent* prior,
+                                             std::uint64_t expected_size,
+                                             const CatalogBatch& batch) const {
+  const ChunkSizes& sizes = chunker_.sizes();
+  if (prior == nullptr || prior->size < sizes.min || expected_size < sizes.min) return {};
+  std::vector<PriorCuts::Piece> pieces;
+  std::uint64_t start = 0;
+  for (const auto& id : prior->chunks) {
+    std::optional<BlobRef> ref;
+    if (const BlobRef* staged = batch.blob(id)) {
+      ref = *staged;
+    } else if (auto found = catalog_.blob(id); found && *found) {
+      ref = std::move(*found);
+    }
+    // A blob not found, or of a size no chunk has here: cut by content alone.
+    if (!ref || ref->raw == 0 || ref->raw > sizes.max) return {};
+    pieces.push_back({id, start, static_cast<std::size_t>(ref->raw)});
+    start += ref->raw;
+  }
+  if (start != prior->size) return {};
+  return PriorCuts(std::move(pieces), sizes.min);
+}
+
 Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
-                                           const std::string& shown, CatalogBatch& batch) {
+                                           const std::string& shown, CatalogBatch& batch,
+                                           const PriorContent* prior) {
+  PriorCuts cuts = prior_cuts(prior, expected_size, batch);
   if (threads_ > 1 && expected_size >= kLargeFile) {
-    return store_windowed(fd, expected_size, shown, batch);
+    return store_windowed(fd, expected_size, shown, batch, cuts);
   }
   ChunkedContent out;
   BlobCompressor& compressor = expected_size < chunker_.sizes().min ? small_compressor_ : compressor_;
@@ -89,18 +151,34 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
   ChunkReader reader(chunker_, fd, shown, read_buffer_);
   for (;;) {
     if (cancelled_ && cancelled_()) return retry("cancelled");
-    auto chunk = reader.next();
-    if (!chunk) return chunk.fault();
-    if (chunk->empty()) break;
-    const std::string_view bytes(reinterpret_cast<const char*>(chunk->data()), chunk->size());
-    whole.update(bytes);
-    // A file of one chunk (the first chunk, and the reader found its end): its blob's id
-    // is the content's own digest, so it is hashed once.
+    auto view = reader.peek();
+    if (!view) return view.fault();
+    if (view->empty()) break;
+    std::size_t length = 0;
     std::string id;
-    if (reader.offset() == bytes.size() && reader.at_end()) {
+    if (const std::size_t i = cuts.at(reader.offset()); i != PriorCuts::kNone) {
+      cuts.tried(i);
+      const auto& piece = cuts.piece(i);
+      // (the view holds a maximal chunk's bytes, or the rest of the file)
+      std::string tried = piece.size > view->size()
+                              ? std::string()
+                              : sha256_hex(std::string_view(
+                                    reinterpret_cast<const char*>(view->data()), piece.size));
+      if (tried == piece.id) {
+        length = piece.size;
+        id = std::move(tried);
+      }
+    }
+    if (length == 0) length = chunker_.cut(*view);
+    reader.take(length);
+    const std::string_view bytes(reinterpret_cast<const char*>(view->data()), length);
+    whole.update(bytes);
+    if (id.empty() && reader.offset() == bytes.size() && reader.at_end()) {
+      // A file of one chunk (the first chunk, and the reader found its end): its blob's id
+      // is the content's own digest, so it is hashed once.
       id = whole.hex_digest();
       whole_done = id;
-    } else {
+    } else if (id.empty()) {
       id = sha256_hex(bytes);
     }
     auto have = known(id, batch);
@@ -122,28 +200,60 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
 
 Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expected_size,
                                                     const std::string& shown,
-                                                    CatalogBatch& batch) {
+                                                    CatalogBatch& batch, PriorCuts& cuts) {
   ChunkedContent out;
   Sha256 whole;
+  Sha256 before_window;  // `whole` before the window, to go back to when a piece misses
   ChunkReader reader(chunker_, fd, shown, read_buffer_);
   const auto workers = static_cast<std::size_t>(threads_);
+  const std::size_t max = chunker_.sizes().max;
   while (thread_compressors_.size() < workers) {
     thread_compressors_.push_back(
         std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
   }
+  // A window holds up to 2 x workers chunks and, past its first, up to `workers` normal
+  // chunks' bytes (at most a maximal chunk's), and the reader reads a normal chunk at a time
+  // only as far as the window's cuts need: its buffer is touched no further.
+  const std::size_t avg = chunker_.sizes().avg;
+  const std::size_t window_bytes = std::min(workers * avg, max);
   std::vector<WindowChunk> window;
-  for (bool end = false; !end;) {
+  for (;;) {
+    if (cancelled_ && cancelled_()) return retry("cancelled");
+    reader.compact();
     window.clear();
-    while (window.size() < 2 * workers) {
-      if (cancelled_ && cancelled_()) return retry("cancelled");
-      auto chunk = reader.next();
-      if (!chunk) return chunk.fault();
-      if (chunk->empty()) {
-        end = true;
-        break;
+    std::size_t at = 0;  // the window's bytes
+    Chunker::Scan scan;  // of the chunk being cut at `at`
+    while (window.size() < 2 * workers && at < window_bytes) {
+      const auto rest = reader.held().subspan(at);
+      if (rest.empty() && reader.reaches_end()) break;
+      const std::uint64_t offset = reader.offset() + at;
+      // A prior piece is cut as it was, on trust: the hashes below tell whether it holds.
+      // Else a cut by content, looked for in the bytes as they are read.
+      const std::size_t piece = cuts.at(offset);
+      std::size_t length = 0;
+      if (piece != PriorCuts::kNone && cuts.piece(piece).size <= rest.size()) {
+        length = cuts.piece(piece).size;
+      } else if (piece != PriorCuts::kNone && reader.reaches_end()) {
+        cuts.tried(piece);  // longer than the file: a miss
+        continue;
+      } else if (piece == PriorCuts::kNone) {
+        length = chunker_.cut_more(rest, reader.reaches_end(), scan);
       }
-      window.push_back(WindowChunk{{chunk->begin(), chunk->end()}, {}, false, {}, {}});
+      if (length == 0) {  // more bytes are needed to decide
+        auto more = reader.read_more(avg);
+        if (!more) return more.fault();
+        if (!*more && !reader.reaches_end()) {
+          return retry("archive: the chunk reader's buffer is full");
+        }
+        continue;
+      }
+      if (piece != PriorCuts::kNone) cuts.tried(piece);
+      window.push_back(WindowChunk{rest.first(length), {}, offset, piece, false, {}, {}});
+      at += length;
+      scan = {};
     }
+    if (window.empty()) break;
+    before_window.assign(whole);
     // The chunks' ids on the workers while this thread hashes the whole content.
     for_each_on_workers(window, workers, [](WindowChunk& c, std::size_t) {
       c.id = sha256_hex(std::string_view(reinterpret_cast<const char*>(c.bytes.data()),
@@ -151,6 +261,17 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
     }, [&] {
       for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
     });
+    // A piece whose bytes are not the prior version's: the window ends before it, and the
+    // next one is cut by content from there.
+    const auto missed = std::find_if(window.begin(), window.end(), [&](const WindowChunk& c) {
+      return c.piece != PriorCuts::kNone && c.id != cuts.piece(c.piece).id;
+    });
+    if (missed != window.end()) {
+      cuts.tried(missed->piece);
+      window.erase(missed, window.end());
+      whole.assign(before_window);
+      for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
+    }
     // Which are new: in order, so a chunk repeated within the window is stored once.
     std::vector<WindowChunk*> fresh;
     for (auto& c : window) {
@@ -170,6 +291,7 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
       }
       if (frame->compressed) c->frame.assign(frame->bytes.begin(), frame->bytes.end());
     }, [] {});
+    std::size_t taken = 0;
     for (auto& c : window) {
       if (c.fresh) {
         if (c.fault) return *c.fault;
@@ -177,8 +299,10 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
           return added.fault();
         }
       }
+      taken += c.bytes.size();
       out.chunks.push_back(std::move(c.id));
     }
+    reader.take(taken);
   }
   out.size = reader.offset();
   if (out.size != expected_size) return changed_while_read(shown);

@@ -1,10 +1,11 @@
 // File contents in archive format 2 (FORMAT.md, "Format 2"): a file is cut into
 // content-defined chunks (chunker.hpp), each chunk stored once as a blob in this writer's
 // pack (pack.hpp) and found again through the catalog's blob index (catalog.hpp). A file
-// of any size passes through bounded memory: with `threads` > 1, a file of 4 MiB or more
-// is read a window of 2 x threads chunks at a time, whose chunks are hashed, then (those
-// new to the archive) compressed, by `threads` threads while the calling thread hashes the
-// whole content; else one chunk buffer and one compressed frame.
+// of any size passes through the reader's one buffer (two maximal chunks): with `threads` >
+// 1, a file of 4 MiB or more is worked on a window of up to 2 x threads chunks at a time,
+// cut in place in that buffer, whose chunks are hashed, then (those new to the archive)
+// compressed, by `threads` threads while the calling thread hashes the whole content; else
+// one chunk at a time and one compressed frame.
 // Internal to the archive library. One ChunkStore belongs to one thread at a time.
 #pragma once
 
@@ -32,6 +33,15 @@ struct ChunkedContent {
   std::vector<std::string> chunks;  // blob ids, in order
 };
 
+// An earlier version of the file being stored (the path's latest, or the one a rename came
+// from). The new content is cut where that version's was, piece by piece, as long as the
+// bytes there are that piece's, so an append stores the appended bytes, not the last chunk
+// again (FORMAT.md, "Appends").
+struct PriorContent {
+  const std::vector<std::string>& chunks;  // its blob ids, in order
+  std::uint64_t size = 0;
+};
+
 // The lowest zstd level of a file smaller than the smallest chunk (256 KiB): there the
 // per-file work outweighs compression's (10,000 files of 1-8 KiB: 0.01 s more CPU at level
 // 3 than at 1), and a few percent of size comes cheap.
@@ -51,9 +61,10 @@ class ChunkStore {
   // Reads `fd` to its end in chunks: a chunk neither in the catalog nor in `batch` is
   // compressed, appended to the pack and staged in `batch`. A length other than
   // `expected_size` is a change (RETRY). Nothing is durable before sync() and the
-  // catalog's commit of `batch`, in that order.
+  // catalog's commit of `batch`, in that order. With `prior`, the content is cut where
+  // `prior` was cut while the bytes are the same (PriorContent).
   Expected<ChunkedContent> store(int fd, std::uint64_t expected_size, const std::string& shown,
-                                 CatalogBatch& batch);
+                                 CatalogBatch& batch, const PriorContent* prior = nullptr);
   // Makes every blob appended so far durable (one sync for all of them).
   Done sync() { return pack_.sync(); }
   // The same sync, to run on another thread (PackWriter::take_sync), and what to do when
@@ -69,10 +80,14 @@ class ChunkStore {
                                 int out_fd, bool sparse, const CatalogBatch* staged = nullptr);
 
  private:
-  // A chunk of a window (store_windowed): its bytes, its id, and its frame when new.
+  class PriorCuts;
+  // A chunk of a window (store_windowed): its bytes (in the reader's buffer), its id, and
+  // its frame when new.
   struct WindowChunk {
-    std::vector<std::uint8_t> bytes;
+    std::span<const std::uint8_t> bytes;
     std::string id;
+    std::uint64_t offset = 0;  // in the file
+    std::size_t piece = 0;     // the prior piece it was cut as, when it was (PriorCuts::kNone)
     bool fresh = false;  // neither in the catalog, nor staged, nor earlier in the window
     std::vector<char> frame;  // its zstd frame; empty when `bytes` are stored as they are
     std::optional<Fault> fault;
@@ -86,9 +101,14 @@ class ChunkStore {
   // Appends one new blob to the pack and stages it in `batch`.
   Done add_blob(const std::string& id, std::size_t raw, const StoredBlob& stored,
                 CatalogBatch& batch, ChunkedContent& out);
+  // The pieces of `prior` (none when it is absent, or smaller than the smallest chunk, or a
+  // blob of it is not found).
+  PriorCuts prior_cuts(const PriorContent* prior, std::uint64_t expected_size,
+                       const CatalogBatch& batch) const;
   // store() for a large file with threads_ > 1.
   Expected<ChunkedContent> store_windowed(int fd, std::uint64_t expected_size,
-                                          const std::string& shown, CatalogBatch& batch);
+                                          const std::string& shown, CatalogBatch& batch,
+                                          PriorCuts& cuts);
   // Where blob `id` is, with its pack open (the descriptor stays open for kOpenPacks more
   // look-ups).
   struct Located {

@@ -97,13 +97,22 @@ Chunker::Chunker(ChunkSizes sizes) : sizes_(sizes) {
 }
 
 std::size_t Chunker::cut(std::span<const std::uint8_t> data) const {
+  Scan scan;
+  return cut_more(data, true, scan);
+}
+
+std::size_t Chunker::cut_more(std::span<const std::uint8_t> data, bool end, Scan& scan) const {
   const std::size_t n = data.size();
-  if (n <= sizes_.min) return n;
+  if (n <= sizes_.min) return end ? n : 0;
   const std::size_t limit = std::min(n, sizes_.max);
   const std::size_t normal = std::min(sizes_.avg, limit);
   const std::uint8_t* d = data.data();
-  std::uint64_t fp = 0;
-  std::size_t i = sizes_.min - kWindow;  // warm the window up: the first cut tested at min
+  std::uint64_t fp = scan.fp;
+  std::size_t i = scan.looked;
+  if (i < sizes_.min - kWindow) {  // warm the window up: the first cut tested at min
+    i = sizes_.min - kWindow;
+    fp = 0;
+  }
   for (; i < sizes_.min; ++i) fp = (fp << 1) + kGear[d[i]];
   for (; i < normal; ++i) {
     fp = (fp << 1) + kGear[d[i]];
@@ -113,7 +122,9 @@ std::size_t Chunker::cut(std::span<const std::uint8_t> data) const {
     fp = (fp << 1) + kGear[d[i]];
     if ((fp & mask_large_) == 0) return i + 1;
   }
-  return limit;
+  if (end || limit == sizes_.max) return limit;
+  scan = {i, fp};
+  return 0;
 }
 
 ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer)
@@ -124,30 +135,51 @@ ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown, Read
 Done ChunkReader::fill() {
   const std::size_t want = chunker_.sizes().max;
   if (eof_ || end_ - begin_ >= want) return Ok{};
-  if (begin_ + want > buffer_.size()) {  // room for a whole max-sized view: move the rest down
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
-  }
+  if (begin_ + want > buffer_.size()) compact();  // room for a whole max-sized view
   while (end_ - begin_ < want) {
-    const long got = read_some(fd_, buffer_.data() + end_, buffer_.size() - end_);
-    if (got < 0) return errno_fault(static_cast<int>(-got), Side::Source, "reading " + shown_);
-    if (got == 0) {
-      eof_ = true;
-      break;
-    }
-    end_ += static_cast<std::size_t>(got);
+    auto got = read_more(buffer_.size() - end_);
+    if (!got) return got.fault();
+    if (!*got) break;
   }
   return Ok{};
 }
 
-Expected<std::span<const std::uint8_t>> ChunkReader::next() {
+void ChunkReader::compact() {
+  if (begin_ == 0) return;
+  std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+}
+
+Expected<bool> ChunkReader::read_more(std::size_t bytes) {
+  bytes = std::min(bytes, buffer_.size() - end_);
+  if (eof_ || bytes == 0) return false;
+  const long got = read_some(fd_, buffer_.data() + end_, bytes);
+  if (got < 0) return errno_fault(static_cast<int>(-got), Side::Source, "reading " + shown_);
+  if (got == 0) {
+    eof_ = true;
+    return false;
+  }
+  end_ += static_cast<std::size_t>(got);
+  return true;
+}
+
+Expected<std::span<const std::uint8_t>> ChunkReader::peek() {
   if (auto filled = fill(); !filled) return filled.fault();
-  const std::span<const std::uint8_t> view(buffer_.data() + begin_, end_ - begin_);
-  const std::size_t length = chunker_.cut(view);
+  return held();
+}
+
+void ChunkReader::take(std::size_t length) {
   begin_ += length;
   offset_ += length;
-  return view.first(length);
+}
+
+Expected<std::span<const std::uint8_t>> ChunkReader::next() {
+  auto view = peek();
+  if (!view) return view.fault();
+  const std::size_t length = chunker_.cut(*view);
+  take(length);
+  return view->first(length);
 }
 
 }  // namespace tw::archive

@@ -57,6 +57,17 @@ class Chunker {
   // all that is left), so that a cut is never decided on a shortened view.
   std::size_t cut(std::span<const std::uint8_t> data) const;
 
+  // How far the bytes of one chunk were looked at, for a cut decided over bytes that come in
+  // parts (cut_more).
+  struct Scan {
+    std::size_t looked = 0;  // bytes of the chunk the hash has taken in
+    std::uint64_t fp = 0;    // the gear hash after them
+  };
+  // cut() over the bytes of a chunk that come in parts: `data` is every byte of the chunk so
+  // far, `end` whether the file ends after them. Returns the cut, or 0 when more bytes are
+  // needed to decide it; each byte is looked at once, however many parts it takes.
+  std::size_t cut_more(std::span<const std::uint8_t> data, bool end, Scan& scan) const;
+
   // The gear table: 256 fixed pseudo-random words. Changing it moves every cut
   // (content still restores, but nothing chunked before deduplicates against
   // what comes after), so it is part of the format.
@@ -73,7 +84,9 @@ class Chunker {
 using ReadBuffer = UninitializedVector<std::uint8_t>;
 
 // Reads a file descriptor to its end in content-defined chunks through one
-// buffer of 2 x sizes.max bytes, so a file of any size takes bounded memory.
+// buffer of 2 x sizes.max bytes, so a file of any size takes bounded memory. next() cuts one
+// chunk at a time; held(), read_more() and take() let a caller cut several chunks in place
+// and read only as far as their cuts need (ChunkStore's windows).
 class ChunkReader {
  public:
   // `shown` names the file in messages (shown_path). `buffer` (grown to 2 x sizes.max) is
@@ -83,6 +96,21 @@ class ChunkReader {
   // The next chunk (valid until the following call), empty at the end of the
   // file; a read error is a Fault naming the file (Side::Source).
   Expected<std::span<const std::uint8_t>> next();
+  // The bytes not yet handed out, without handing them out: at least sizes().max of them,
+  // or all that is left of the file (empty at its end). Valid until the next call of
+  // peek(), next() or compact().
+  Expected<std::span<const std::uint8_t>> peek();
+  // The bytes read and not yet handed out; no read is made.
+  std::span<const std::uint8_t> held() const { return {buffer_.data() + begin_, end_ - begin_}; }
+  // Moves what is held to the buffer's start (what held() returned before is no longer valid).
+  void compact();
+  // Reads up to `bytes` more after what is held, without moving it: fewer at the file's end
+  // or where the buffer ends. False when nothing more could be read.
+  Expected<bool> read_more(std::size_t bytes);
+  // Hands out the first `length` bytes of what is held (next() is peek(), a cut and take()).
+  void take(std::size_t length);
+  // True when what is held ends at the file's end.
+  bool reaches_end() const { return eof_; }
   // Bytes handed out so far.
   std::uint64_t offset() const { return offset_; }
   // True when the file's end was read and every byte handed out: the next chunk is empty.

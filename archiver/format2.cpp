@@ -100,9 +100,14 @@ bool Store::Impl::content_available(const Version& v) const {
 
 Expected<StoredContent> Store::Impl::store_content(int fd, std::uint64_t size,
                                                    const std::string& shown,
-                                                   std::vector<std::string>& chunks) {
+                                                   std::vector<std::string>& chunks,
+                                                   const Version* prior) {
   if (format == 1) return objects.store(fd, size, shown);
-  auto stored = chunk_store->store(fd, size, shown, staged);
+  std::optional<PriorContent> cut_as;
+  if (prior != nullptr && prior->is_file() && content_available(*prior)) {
+    cut_as.emplace(prior->chunks, prior->size);
+  }
+  auto stored = chunk_store->store(fd, size, shown, staged, cut_as ? &*cut_as : nullptr);
   if (!stored) return stored.fault();
   chunks = std::move(stored->chunks);
   return StoredContent{std::move(stored->sha256), stored->size, stored->bytes_added};

@@ -147,7 +147,9 @@ Expected<Version> Store::Impl::observe(const std::string& path, const SourceLook
       return errno_fault(errno, Side::Source, fmt::format("reading {}", name));
     }
   }
-  auto stored = store_content(fd.get(), v.size, name, v.chunks);
+  // Cut where the content this one grew from was cut: the rename's source, else the
+  // path's latest version (an append stores the appended bytes).
+  auto stored = store_content(fd.get(), v.size, name, v.chunks, follow != nullptr ? follow : live);
   if (!stored) return stored.fault();
   if (auto same = unchanged(); !same) return same.fault();
   v.sha256 = stored->sha256;

@@ -19,6 +19,12 @@ void Sha256::update(const void* data, std::size_t size) {
   if (size > 0) EVP_DigestUpdate(ctx_, data, size);
 }
 
+void Sha256::assign(const Sha256& other) {
+  if (EVP_MD_CTX_copy_ex(ctx_, other.ctx_) != 1) {
+    throw std::runtime_error("cannot copy a SHA-256 state");
+  }
+}
+
 std::string Sha256::hex_digest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

@@ -28,6 +28,8 @@ class Sha256 {
   void update(std::string_view data) { update(data.data(), data.size()); }
   // Finishes the digest and returns it as 64 lower-case hex digits; resets for reuse.
   std::string hex_digest();
+  // Takes `other`'s state: the digest of what `other` was given so far, to go on from.
+  void assign(const Sha256& other);
 
  private:
   evp_md_ctx_st* ctx_;

@@ -169,9 +169,11 @@ struct Store::Impl {
   Expected<bool> has_children(std::string_view path) const;
   // Whether `v`'s content is in the archive, so a new version may name it unread.
   bool content_available(const Version& v) const;
-  // Reads `fd` into the archive: format 1 one object, format 2 chunks (into `chunks`).
+  // Reads `fd` into the archive: format 1 one object, format 2 chunks (into `chunks`), cut
+  // where `prior` (an earlier version of the file, optional) was cut while the bytes agree.
   Expected<StoredContent> store_content(int fd, std::uint64_t size, const std::string& shown,
-                                        std::vector<std::string>& chunks);
+                                        std::vector<std::string>& chunks,
+                                        const Version* prior);
   // Writes (or with fd -1 only checks) the content of file version `v`.
   Result<std::uint64_t> extract(const Version& v, int fd, bool sparse);
   // Orders locks: two paths are always locked in the order of their ranks.

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -37,17 +39,34 @@ class ChunkStoreTest : public ::testing::Test {
     store_.emplace(disk_, dir_ / "packs", *catalog_, 1, kSmall);
   }
 
-  // Stores `content` as a file and commits it; returns what was stored.
-  ChunkedContent put(const std::string& content) {
-    const std::string file = dir_ / "source";
+  // Stores `content` as a file (cut as `prior` was, when given) and commits it; returns
+  // what was stored.
+  ChunkedContent put(const std::string& content, const ChunkedContent* prior = nullptr) {
+    return put_with(*store_, *catalog_, dir_ / "source", content, prior);
+  }
+  static ChunkedContent put_with(ChunkStore& store, Catalog& catalog, const std::string& file,
+                                 const std::string& content, const ChunkedContent* prior) {
     test::write_file(file, content);
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     CatalogBatch batch;
-    auto stored = store_->store(fd.get(), content.size(), "source", batch);
+    std::optional<PriorContent> cut_as;
+    if (prior != nullptr) cut_as.emplace(prior->chunks, prior->size);
+    auto stored =
+        store.store(fd.get(), content.size(), "source", batch, cut_as ? &*cut_as : nullptr);
     EXPECT_TRUE(stored) << stored.fault().message;
-    EXPECT_TRUE(store_->sync());
-    EXPECT_TRUE(catalog_->commit(batch));
+    EXPECT_TRUE(store.sync());
+    EXPECT_TRUE(catalog.commit(batch));
     return *stored;
+  }
+  // The sizes of the blobs `content` is made of, in order.
+  std::vector<std::uint64_t> chunk_sizes(const ChunkedContent& content) {
+    std::vector<std::uint64_t> sizes;
+    for (const auto& id : content.chunks) {
+      auto ref = catalog_->blob(id);
+      EXPECT_TRUE(ref && *ref) << id;
+      sizes.push_back(ref && *ref ? (*ref)->raw : 0);
+    }
+    return sizes;
   }
 
   std::string get(const ChunkedContent& content, bool sparse = false) {
@@ -159,6 +178,116 @@ TEST_F(ChunkStoreTest, SameContentIsStoredOnceAndAnAppendStoresLittle) {
   const std::string block = random_bytes(64 << 10, 3);
   const ChunkedContent twice = put(block + block + block);
   EXPECT_LT(twice.bytes_added, 2 * block.size());
+}
+
+// A file that grows is cut where its prior version was: each append stores the appended
+// bytes (and the prior last chunk again only when it was under the smallest chunk), not the
+// last chunk of the file again, as cutting by content alone does.
+TEST_F(ChunkStoreTest, AnAppendIsCutWhereThePriorVersionWasAndStoresTheAppendedBytes) {
+  std::string content = random_bytes(200 << 10, 30);
+  ChunkedContent prior = put(content);
+  constexpr std::size_t kAppend = 3 << 10;
+  std::uint64_t added = 0;
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    content += random_bytes(kAppend, 40 + i);
+    const ChunkedContent next = put(content, &prior);
+    ASSERT_GE(next.chunks.size(), prior.chunks.size());
+    // Every prior chunk but the last is kept as it was.
+    EXPECT_TRUE(std::equal(prior.chunks.begin(), prior.chunks.end() - 1, next.chunks.begin()));
+    EXPECT_LE(next.bytes_added, kAppend + kSmall.min + 2 * kBlobHeaderSize) << i;
+    added += next.bytes_added;
+    EXPECT_EQ(get(next), content);
+    prior = next;
+  }
+  // Cut by content alone, the same appends store the last chunk again each time.
+  test::TempDir other;
+  DiskWriter disk(other.path(), nullptr);
+  ASSERT_TRUE(disk.make_dir(other / "packs"));
+  auto catalog = Catalog::open(other / "catalog.db", Store::Mode::ReadWrite);
+  ASSERT_TRUE(catalog) << catalog.error();
+  ChunkStore store(disk, other / "packs", *catalog, 1, kSmall);
+  std::string again = random_bytes(200 << 10, 30);
+  put_with(store, *catalog, other / "source", again, nullptr);
+  std::uint64_t added_by_content = 0;
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    again += random_bytes(kAppend, 40 + i);
+    added_by_content += put_with(store, *catalog, other / "source", again, nullptr).bytes_added;
+  }
+  EXPECT_LT(added * 2, added_by_content);
+}
+
+// Many appends smaller than the smallest chunk do not splinter a file: its last chunk is cut
+// again with each append until it reaches the smallest size, so every chunk but the last is
+// at least that, as when the file is cut from scratch.
+TEST_F(ChunkStoreTest, SmallAppendsLeaveNoChunkUnderTheSmallestButTheLast) {
+  std::string content = random_bytes(50 << 10, 50);
+  ChunkedContent prior = put(content);
+  for (std::uint32_t i = 0; i < 200; ++i) {
+    content += random_bytes(100, 60 + i);
+    prior = put(content, &prior);
+  }
+  EXPECT_EQ(get(prior), content);
+  const auto sizes = chunk_sizes(prior);
+  ASSERT_FALSE(sizes.empty());
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
+    EXPECT_GE(sizes[i], kSmall.min) << i;
+    EXPECT_LE(sizes[i], kSmall.max) << i;
+  }
+  EXPECT_LE(sizes.size(), content.size() / kSmall.min + 1);
+}
+
+// When the bytes are no longer the prior version's (bytes inserted at the start, or changed
+// in place), the content is cut by content from there: it is stored as a file cut from
+// scratch would be, and what is unchanged is still found.
+TEST_F(ChunkStoreTest, AnEditedFileIsCutByContentWhereItNoLongerMatches) {
+  const std::string content = random_bytes(300 << 10, 70);
+  const ChunkedContent prior = put(content);
+  const std::string inserted = random_bytes(5000, 71) + content;
+  const ChunkedContent shifted = put(inserted, &prior);
+  EXPECT_EQ(get(shifted), inserted);
+  EXPECT_LT(shifted.bytes_added, 5000 + 2 * kSmall.max);
+  std::string edited = inserted;
+  edited[150 << 10] ^= 0x5a;
+  const ChunkedContent changed = put(edited, &shifted);
+  EXPECT_EQ(get(changed), edited);
+  EXPECT_LT(changed.bytes_added, 2 * kSmall.max);
+  EXPECT_EQ(changed.chunks.front(), shifted.chunks.front());
+  EXPECT_EQ(changed.chunks.back(), shifted.chunks.back());
+}
+
+// On several threads the pieces of the prior version are cut on trust and checked by the
+// window's hashes; a piece that misses sends the reader back to where it began. The result
+// is the single thread's.
+TEST_F(ChunkStoreTest, APriorVersionIsFollowedOnSeveralThreadsAsOnOne) {
+  // Versions of one 5 MiB file: appends, an edit in place, bytes inserted, bytes removed.
+  std::vector<std::string> versions{random_bytes(5 << 20, 80)};
+  versions.push_back(versions.back() + random_bytes(10000, 81));
+  versions.push_back(versions.back() + random_bytes(3000, 82));
+  versions.push_back(versions.back());
+  versions.back()[3 << 20] ^= 0x11;
+  versions.push_back(random_bytes(777, 83) + versions.back());
+  versions.push_back(versions.back().substr(0, 1 << 20) + versions.back().substr((1 << 20) + 999));
+  std::vector<ChunkedContent> one;
+  for (const auto& content : versions) {
+    one.push_back(put(content, one.empty() ? nullptr : &one.back()));
+  }
+  for (const int threads : {2, 3}) {
+    test::TempDir other;
+    DiskWriter disk(other.path(), nullptr);
+    ASSERT_TRUE(disk.make_dir(other / "packs"));
+    auto catalog = Catalog::open(other / "catalog.db", Store::Mode::ReadWrite);
+    ASSERT_TRUE(catalog) << catalog.error();
+    ChunkStore store(disk, other / "packs", *catalog, 1, kSmall, {}, threads);
+    std::optional<ChunkedContent> prior;
+    for (std::size_t i = 0; i < versions.size(); ++i) {
+      const ChunkedContent stored =
+          put_with(store, *catalog, other / "source", versions[i], prior ? &*prior : nullptr);
+      EXPECT_EQ(stored.sha256, sha256_hex(versions[i]));
+      EXPECT_EQ(stored.chunks, one[i].chunks) << threads << " threads, version " << i;
+      EXPECT_EQ(stored.bytes_added, one[i].bytes_added) << threads << " threads, version " << i;
+      prior = stored;
+    }
+  }
 }
 
 TEST_F(ChunkStoreTest, ZerosRestoreAsHolesWhenAsked) {

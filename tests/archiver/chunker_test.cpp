@@ -144,6 +144,28 @@ TEST(Chunker, TheReaderCutsAFileAsTheWholeBufferIsCut) {
   EXPECT_EQ(reader.offset(), data.size());
 }
 
+// A cut looked for over bytes that come in parts of any size (a chunk store reading only as
+// far as it needs) is the cut of the whole, with no byte looked at twice.
+TEST(Chunker, ACutOverBytesInPartsIsTheCutOfTheWhole) {
+  const Chunker chunker(kSmall);
+  const auto data = random_bytes((1 << 20) + 777, 9);
+  std::mt19937 rng(10);
+  std::vector<std::size_t> lengths;
+  for (std::size_t at = 0; at < data.size();) {
+    Chunker::Scan scan;
+    std::size_t held = 0, length = 0, looked = 0;
+    while (length == 0) {
+      held = std::min(data.size() - at, held + 1 + rng() % 5000);
+      length = chunker.cut_more(std::span(data).subspan(at, held), at + held == data.size(), scan);
+      EXPECT_GE(scan.looked, looked);
+      looked = scan.looked;
+    }
+    lengths.push_back(length);
+    at += length;
+  }
+  EXPECT_EQ(lengths, cuts(chunker, data));
+}
+
 TEST(Chunker, SizesThatCannotWorkAreRefused) {
   EXPECT_FALSE((ChunkSizes{.min = 32, .avg = 1024, .max = 4096}).valid());
   EXPECT_FALSE((ChunkSizes{.min = 1024, .avg = 1000, .max = 4096}).valid());

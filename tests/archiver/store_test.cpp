@@ -383,6 +383,60 @@ TEST_F(StoreTest, AnUpdateQueuedWithAFolderRenameIsAnsweredByTheMovesRead) {
   EXPECT_EQ(versions->back().sha256, sha256_hex(text(300000) + "appended\n"));
 }
 
+// A file that grows stores what was appended, not its last chunk again: under its own
+// name, and when its folder was renamed too (the MOVE reads it at the new name, cut where
+// the old name's version was). Every version restores as it was.
+TEST_F(StoreTest, AGrowingFileStoresWhatWasAppendedUnderItsNameAndAfterARename) {
+  std::mt19937_64 rng(12);
+  const auto random = [&rng](std::size_t n) {
+    std::string out(n, '\0');
+    for (auto& c : out) c = static_cast<char>(rng());
+    return out;
+  };
+  const std::string from = dir_ / "src/d", to = dir_ / "src/d.renamed";
+  std::vector<std::string> contents{random(6 << 20)};  // cut on the archiver's threads
+  // Cut by content, its last chunk is over the smallest size, so it is kept as it is; the
+  // appended bytes, each under the smallest size, are cut again with the next append.
+  const Chunker chunker;
+  std::span<const std::uint8_t> rest(reinterpret_cast<const std::uint8_t*>(contents[0].data()),
+                                     contents[0].size());
+  std::size_t last = 0;
+  while (!rest.empty()) rest = rest.subspan(last = chunker.cut(rest));
+  ASSERT_GE(last, chunker.sizes().min);
+  write_file(from + "/log", contents.back());
+  Store store = open();
+  expect_complete(store.update(from));
+  const ArchiveResult first = store.update(from + "/log");
+  expect_complete(first);
+  ASSERT_GT(first.bytes_added, contents.back().size());  // random: stored as it is
+  constexpr std::size_t kAppend = 10000;
+  for (std::size_t i = 1; i <= 3; ++i) {
+    contents.push_back(contents.back() + random(kAppend));
+    append_file(from + "/log", contents.back().substr(contents.back().size() - kAppend));
+    const ArchiveResult r = store.update(from + "/log");
+    expect_complete(r);
+    // The bytes appended since the last chunk kept, a blob header and the version's row.
+    EXPECT_LT(r.bytes_added, i * kAppend + 4096) << i;
+  }
+  contents.push_back(contents.back() + random(kAppend));
+  append_file(from + "/log", contents.back().substr(contents.back().size() - kAppend));
+  std::filesystem::rename(from, to);
+  const ArchiveResult moved = store.move(from, to);
+  expect_complete(moved);
+  EXPECT_LT(moved.bytes_added, 4 * kAppend + 8192);
+  for (std::size_t n = 1; n <= 4; ++n) {
+    RestoreOptions options;
+    options.which.number = n;
+    options.destination = dir_ / fmt::format("restored/log.{}", n);
+    ASSERT_TRUE(store.restore(from + "/log", options)) << n;
+    EXPECT_EQ(read_file(options.destination), contents[n - 1]) << n;
+  }
+  RestoreOptions latest;
+  latest.destination = dir_ / "restored/log.renamed";
+  ASSERT_TRUE(store.restore(to + "/log", latest));
+  EXPECT_EQ(read_file(latest.destination), contents.back());
+}
+
 TEST_F(StoreTest, FileChangedOnceWhileRehashingAKnownVersionIsLookedAtAgain) {
   const std::string path = dir_ / "src/known";
   write_file(path, "stable");
