@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -29,15 +30,23 @@ std::string random_bytes(std::size_t n, std::uint32_t seed) {
   return out;
 }
 
+// A chunk store in a folder of its own (packs and catalog), at zstd level 1 and kSmall sizes.
+struct Chunks {
+  explicit Chunks(int threads = 1) : disk(dir.path(), nullptr) {
+    EXPECT_TRUE(disk.make_dir(dir / "packs"));
+    auto opened = Catalog::open(dir / "catalog.db", Store::Mode::ReadWrite);
+    EXPECT_TRUE(opened) << opened.error();
+    catalog.emplace(std::move(*opened));
+    store.emplace(disk, dir / "packs", *catalog, 1, kSmall, std::function<bool()>{}, threads);
+  }
+  test::TempDir dir;
+  DiskWriter disk;
+  std::optional<Catalog> catalog;
+  std::optional<ChunkStore> store;
+};
+
 class ChunkStoreTest : public ::testing::Test {
  protected:
-  ChunkStoreTest() : disk_(dir_.path(), nullptr) {
-    EXPECT_TRUE(disk_.make_dir(dir_ / "packs"));
-    auto catalog = Catalog::open(dir_ / "catalog.db", Store::Mode::ReadWrite);
-    EXPECT_TRUE(catalog) << catalog.error();
-    catalog_.emplace(std::move(*catalog));
-    store_.emplace(disk_, dir_ / "packs", *catalog_, 1, kSmall);
-  }
 
   // Stores `content` as a file (cut as `prior` was, when given) and commits it; returns
   // what was stored.
@@ -78,10 +87,10 @@ class ChunkStoreTest : public ::testing::Test {
     return test::read_file(file);
   }
 
-  test::TempDir dir_;
-  DiskWriter disk_;
-  std::optional<Catalog> catalog_;
-  std::optional<ChunkStore> store_;
+  Chunks chunks_;
+  test::TempDir& dir_ = chunks_.dir;
+  std::optional<Catalog>& catalog_ = chunks_.catalog;
+  std::optional<ChunkStore>& store_ = chunks_.store;
 };
 
 TEST_F(ChunkStoreTest, FilesOfEverySizeRestoreByteForByte) {
@@ -132,13 +141,10 @@ TEST_F(ChunkStoreTest, ALargeFileOnSeveralThreadsIsStoredAsOnOne) {
   const ChunkedContent one = put(content);
 
   for (const int threads : {2, 3}) {
-    test::TempDir other;
-    DiskWriter disk(other.path(), nullptr);
-    ASSERT_TRUE(disk.make_dir(other / "packs"));
-    auto catalog = Catalog::open(other / "catalog.db", Store::Mode::ReadWrite);
-    ASSERT_TRUE(catalog) << catalog.error();
-    ChunkStore store(disk, other / "packs", *catalog, 1, kSmall, {}, threads);
-    const std::string file = other / "source";
+    Chunks threaded(threads);
+    ChunkStore& store = *threaded.store;
+    Catalog& catalog = *threaded.catalog;
+    const std::string file = threaded.dir / "source";
     test::write_file(file, content);
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     CatalogBatch batch;
@@ -148,8 +154,8 @@ TEST_F(ChunkStoreTest, ALargeFileOnSeveralThreadsIsStoredAsOnOne) {
     EXPECT_EQ(stored->sha256, one.sha256);
     EXPECT_EQ(stored->bytes_added, one.bytes_added) << "each chunk stored once";
     ASSERT_TRUE(store.sync());
-    ASSERT_TRUE(catalog->commit(batch));
-    const std::string restored = other / "restored";
+    ASSERT_TRUE(catalog.commit(batch));
+    const std::string restored = threaded.dir / "restored";
     UniqueFd out(::open(restored.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     auto n = store.extract(stored->chunks, stored->sha256, out.get(), false);
     ASSERT_TRUE(n) << n.error();
@@ -200,18 +206,14 @@ TEST_F(ChunkStoreTest, AnAppendIsCutWhereThePriorVersionWasAndStoresTheAppendedB
     prior = next;
   }
   // Cut by content alone, the same appends store the last chunk again each time.
-  test::TempDir other;
-  DiskWriter disk(other.path(), nullptr);
-  ASSERT_TRUE(disk.make_dir(other / "packs"));
-  auto catalog = Catalog::open(other / "catalog.db", Store::Mode::ReadWrite);
-  ASSERT_TRUE(catalog) << catalog.error();
-  ChunkStore store(disk, other / "packs", *catalog, 1, kSmall);
+  Chunks other;
   std::string again = random_bytes(200 << 10, 30);
-  put_with(store, *catalog, other / "source", again, nullptr);
+  put_with(*other.store, *other.catalog, other.dir / "source", again, nullptr);
   std::uint64_t added_by_content = 0;
   for (std::uint32_t i = 0; i < 10; ++i) {
     again += random_bytes(kAppend, 40 + i);
-    added_by_content += put_with(store, *catalog, other / "source", again, nullptr).bytes_added;
+    added_by_content +=
+        put_with(*other.store, *other.catalog, other.dir / "source", again, nullptr).bytes_added;
   }
   EXPECT_LT(added * 2, added_by_content);
 }
@@ -272,16 +274,12 @@ TEST_F(ChunkStoreTest, APriorVersionIsFollowedOnSeveralThreadsAsOnOne) {
     one.push_back(put(content, one.empty() ? nullptr : &one.back()));
   }
   for (const int threads : {2, 3}) {
-    test::TempDir other;
-    DiskWriter disk(other.path(), nullptr);
-    ASSERT_TRUE(disk.make_dir(other / "packs"));
-    auto catalog = Catalog::open(other / "catalog.db", Store::Mode::ReadWrite);
-    ASSERT_TRUE(catalog) << catalog.error();
-    ChunkStore store(disk, other / "packs", *catalog, 1, kSmall, {}, threads);
+    Chunks threaded(threads);
     std::optional<ChunkedContent> prior;
     for (std::size_t i = 0; i < versions.size(); ++i) {
-      const ChunkedContent stored =
-          put_with(store, *catalog, other / "source", versions[i], prior ? &*prior : nullptr);
+      const ChunkedContent stored = put_with(*threaded.store, *threaded.catalog,
+                                             threaded.dir / "source", versions[i],
+                                             prior ? &*prior : nullptr);
       EXPECT_EQ(stored.sha256, sha256_hex(versions[i]));
       EXPECT_EQ(stored.chunks, one[i].chunks) << threads << " threads, version " << i;
       EXPECT_EQ(stored.bytes_added, one[i].bytes_added) << threads << " threads, version " << i;
