@@ -9,7 +9,9 @@
 //       the process's resident memory. Target: the last within 2x of the first.
 //   (b) a large text-like file (default 1 GiB) stored in content-defined chunks, then
 //       1 MiB appended and the file stored again, ten times. Printed: the archive's growth
-//       (allocated bytes of packs and catalog) over the ten. Target: at most 16 MiB.
+//       (allocated bytes of packs and catalog) over the ten. Target: at most 16 MiB. The
+//       file is cut by content alone here; the archiver's chunk store also cuts where the
+//       prior version was cut (FORMAT.md, "Appends"), which bench/peers measures.
 //
 // Prints figures; asserts nothing. Usage:
 //   timewarp-bench-format2 [--dir DIR] [--versions N] [--big-mib N] [--keep]
