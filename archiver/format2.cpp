@@ -104,7 +104,7 @@ Expected<StoredContent> Store::Impl::store_content(int fd, std::uint64_t size,
                                                    const Version* prior) {
   if (format == 1) return objects.store(fd, size, shown);
   std::optional<PriorContent> cut_as;
-  if (prior != nullptr && prior->is_file() && content_available(*prior)) {
+  if (prior != nullptr && content_available(*prior)) {  // a file whose blobs are named
     cut_as.emplace(prior->chunks, prior->size);
   }
   auto stored = chunk_store->store(fd, size, shown, staged, cut_as ? &*cut_as : nullptr);
