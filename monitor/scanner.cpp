@@ -68,21 +68,30 @@ void ScanWalk::start() {
       filter_.excluded(request_.dir)) {
     return;
   }
-  dirs_.push_back(request_.dir);  // considered as the walk enters it
+  dirs_.push_back({request_.dir, std::nullopt});  // considered as the walk enters it
   phase_ = Phase::Walk;
 }
 
 bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& out) {
   while (!listing_) {
     if (dirs_.empty()) return false;
-    listing_dir_ = std::move(dirs_.back());
+    Pending next = std::move(dirs_.back());
     dirs_.pop_back();
+    if (next.dir.empty()) {  // everything beneath a directory was walked
+      if (next.on_leave) out.push_back(std::move(*next.on_leave));
+      return true;
+    }
+    listing_dir_ = std::move(next.dir);
     if (on_directory) on_directory(listing_dir_);
     // A directory is looked at as the walk enters it, once its watch is in place (the
     // hook adds it), not when its parent was listed: an entry made in it between the two
-    // changes its times, and no event would tell of that.
+    // changes its times, and no event would tell of that. What it finds is queued when
+    // the walk leaves the directory (the header says why).
     struct stat st {};
-    if (::lstat(listing_dir_.c_str(), &st) == 0) consider(listing_dir_, st, out);
+    std::vector<Change> own;
+    if (::lstat(listing_dir_.c_str(), &st) == 0) consider(listing_dir_, st, own);
+    dirs_.push_back({std::string(), own.empty() ? std::nullopt
+                                                : std::optional<Change>(std::move(own.front()))});
     listing_.reset(::opendir(listing_dir_.c_str()));
     if (!listing_ && errno != ENOENT && errno != ENOTDIR) {
       spdlog::warn("cannot list {}: {}", shown_path(listing_dir_), std::strerror(errno));
@@ -94,7 +103,9 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
   if (entry == nullptr) {
     listing_.reset();
     // Depth first, in listing order.
-    for (auto it = subdirs_.rbegin(); it != subdirs_.rend(); ++it) dirs_.push_back(std::move(*it));
+    for (auto it = subdirs_.rbegin(); it != subdirs_.rend(); ++it) {
+      dirs_.push_back({std::move(*it), std::nullopt});
+    }
     subdirs_.clear();
     return true;
   }

@@ -7,6 +7,12 @@
 // not archived and so not queued. A directory is compared as the walk enters it, after the
 // directory hook (where the watcher adds its watch), so that a change of its entries made
 // after its parent was listed is either seen by the comparison or reported by the watch.
+// Its change is queued after those of everything beneath it (depth first, post-order): the
+// scheduler never runs a directory's request beside one for a path inside it, so a
+// directory queued first would hold back all of its entries until its own request is done,
+// once per directory; queued last, it waits alone for its entries while the walk's next
+// changes go on. The order of the queue decides nothing else: every request reconciles
+// the archive with what is on disk when it runs.
 // Not thread-safe: one Scanner (or ScanWalk) per thread (it uses the ArchiveView).
 #pragma once
 
@@ -16,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -94,7 +101,14 @@ class ScanWalk {
 
   Phase phase_ = Phase::Start;
   ScanStats stats_;
-  std::vector<std::string> dirs_;  // still to be listed, the next at the back
+  // The walk's stack, the next at the back: directories still to be listed, and for each
+  // directory entered, below the directories beneath it, the change found for it (if any),
+  // queued once everything beneath it has been walked.
+  struct Pending {
+    std::string dir;                // to be listed; empty for a directory's own change
+    std::optional<Change> on_leave;  // a directory's own change
+  };
+  std::vector<Pending> dirs_;
   std::unique_ptr<DIR, int (*)(DIR*)> listing_{nullptr, ::closedir};
   std::string listing_dir_;
   std::vector<std::string> subdirs_;  // of listing_dir_, in listing order

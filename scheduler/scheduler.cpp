@@ -27,6 +27,19 @@ namespace {
 
 constexpr auto kMaxDbBackoff = std::chrono::milliseconds(5000);
 
+// The scheduler's session. Its statements are prepared once and run thousands of times
+// with parameters that do not change their best plan (a scheduler id, a batch size, a
+// lease); PostgreSQL would otherwise plan the claim afresh at every call (about 1 ms of
+// the server's CPU per batch, as much as claiming 40 rows). Statistics refreshed by
+// ANALYZE (Queue::analyze_if_stale) still replace the cached plans.
+db::Session::Options claiming_session(const std::string& conninfo) {
+  auto options = db::Session::Options::of(conninfo, "scheduler", kMaxDbBackoff);
+  options.on_connect = [](db::Connection& conn) {
+    conn.exec("SET plan_cache_mode = force_generic_plan");
+  };
+  return options;
+}
+
 // What an archiver inherits of the scheduler's environment. It never connects to the
 // database and takes its whole configuration as arguments (Scheduler::resize), so it gets
 // no TIMEWARP_* or PG* variable (TIMEWARP_DATABASE and PGPASSWORD may hold a password)
@@ -69,7 +82,7 @@ Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int sign
       strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)),
-      session_(db::Session::Options::of(config_.database, "scheduler", kMaxDbBackoff)),
+      session_(claiming_session(config_.database)),
       batch_queue_(static_cast<std::size_t>(config_.batch_size), [this] { wake(); }) {
   if (!wake_fd_) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   sigset_t term;

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "archiver/store.hpp"
+#include "common/paths.hpp"
 #include "support/test_support.hpp"
 
 namespace tw::monitor {
@@ -75,6 +76,34 @@ TEST_F(ScannerTest, EverythingIsNewWhenTheArchiveDoesNotExistYet) {
   scanner.scan({src_, src_, true, nullptr}, {}, changes);
   EXPECT_EQ(changes.size(), 4u);  // src, a, d, d/b
   for (const auto& c : changes) EXPECT_EQ(c.op, Op::Update);
+}
+
+// The scheduler holds back every path inside a directory whose request runs: a directory
+// queued before its entries would stall them all until it is done.
+TEST_F(ScannerTest, ADirectoryIsQueuedAfterEverythingBeneathIt) {
+  write("a", "1");
+  write("d/b", "2");
+  write("d/e/c", "3");
+  write("d/e/f", "4");
+  write("g/h", "5");
+  ArchiveView view((dir_ / "no-archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  for (const std::size_t budget : {std::size_t{1}, std::size_t{1000}}) {
+    ScanWalk walk(filter, view, {src_, src_, true, nullptr});
+    std::vector<Change> changes;
+    while (!walk.step(budget, {}, changes)) {
+    }
+    ASSERT_EQ(changes.size(), 9u);  // src, a, d, d/b, d/e, d/e/c, d/e/f, g, g/h
+    EXPECT_EQ(walk.stats().changes, changes.size());
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      for (std::size_t j = i + 1; j < changes.size(); ++j) {
+        EXPECT_FALSE(path_within(changes[j].path, changes[i].path))
+            << changes[j].path << " is queued after " << changes[i].path << " (budget " << budget
+            << ")";
+      }
+    }
+    EXPECT_EQ(changes.back().path, src_);
+  }
 }
 
 TEST_F(ScannerTest, AnUnchangedTreeQueuesNothing) {
