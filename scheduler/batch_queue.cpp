@@ -26,24 +26,28 @@ void for_each_folder(std::string_view path, Each each) {
 
 }  // namespace
 
-void BusyPaths::count(Counts& counts, std::string_view key, int by) {
+template <typename Key>
+void PathCounts<Key>::count(Counts& counts, std::string_view key, int by) {
   auto it = counts.find(key);
-  if (it == counts.end()) it = counts.emplace(std::string(key), 0).first;
+  if (it == counts.end()) it = counts.emplace(Key(key), 0).first;
   it->second += by;
   if (it->second == 0) counts.erase(it);
 }
 
-void BusyPaths::add(std::string_view path) {
+template <typename Key>
+void PathCounts<Key>::add(std::string_view path) {
   count(exact_, path, 1);
   for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, 1); });
 }
 
-void BusyPaths::remove(std::string_view path) {
+template <typename Key>
+void PathCounts<Key>::remove(std::string_view path) {
   count(exact_, path, -1);
   for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, -1); });
 }
 
-bool BusyPaths::covers(std::string_view path) const {
+template <typename Key>
+bool PathCounts<Key>::covers(std::string_view path) const {
   if (exact_.empty()) return false;
   if (exact_.find(path) != exact_.end()) return true;
   bool within = false;
@@ -53,13 +57,21 @@ bool BusyPaths::covers(std::string_view path) const {
   return within;
 }
 
-bool BusyPaths::holds(std::string_view path) const { return inside_.find(path) != inside_.end(); }
+template <typename Key>
+bool PathCounts<Key>::holds(std::string_view path) const {
+  return inside_.find(path) != inside_.end();
+}
+
+template class PathCounts<std::string>;
+template class PathCounts<std::string_view>;
 
 std::size_t BatchQueue::first_free() const {
   if (items_.empty() || busy_.empty()) return 0;
   // The paths of the items held back so far, but those inside one already counted (a
   // path related to such a path is related to the one it lies in, so it changes nothing).
-  BusyPaths held;
+  // Views of items_'s paths, which stay put while the lock is held: a directory waiting
+  // for the entries in flight beneath it is passed over at every look, so none is copied.
+  PathCounts<std::string_view> held;
   for (std::size_t i = 0; i < items_.size(); ++i) {
     const db::ClaimedItem& item = items_[i];
     const std::string_view paths[2] = {item.path, item.dest_path};

@@ -27,8 +27,11 @@ namespace tw::scheduler {
 
 // The paths of the items in flight, each with how many items hold it, and the folders
 // they lie in, so that whether a path is one of them, lies inside one, or holds one is a
-// few hash look-ups (one per level of the path), whatever the number in flight.
-class BusyPaths {
+// few hash look-ups (one per level of the path), whatever the number in flight. `Key` is
+// std::string, or std::string_view for a set that lives no longer than the paths it was
+// given (no copy is made).
+template <typename Key>
+class PathCounts {
  public:
   void add(std::string_view path);
   void remove(std::string_view path);
@@ -45,11 +48,12 @@ class BusyPaths {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  using Counts = std::unordered_map<std::string, int, Hash, std::equal_to<>>;
+  using Counts = std::unordered_map<Key, int, Hash, std::equal_to<>>;
   static void count(Counts& counts, std::string_view key, int by);
   Counts exact_;   // the busy paths
   Counts inside_;  // every folder a busy path lies in (its proper ancestors)
 };
+using BusyPaths = PathCounts<std::string>;
 
 class BatchQueue {
  public:
