@@ -26,28 +26,24 @@ void for_each_folder(std::string_view path, Each each) {
 
 }  // namespace
 
-template <typename Key>
-void PathCounts<Key>::count(Counts& counts, std::string_view key, int by) {
+void BusyPaths::count(Counts& counts, std::string_view key, int by) {
   auto it = counts.find(key);
-  if (it == counts.end()) it = counts.emplace(Key(key), 0).first;
+  if (it == counts.end()) it = counts.emplace(std::string(key), 0).first;
   it->second += by;
   if (it->second == 0) counts.erase(it);
 }
 
-template <typename Key>
-void PathCounts<Key>::add(std::string_view path) {
+void BusyPaths::add(std::string_view path) {
   count(exact_, path, 1);
   for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, 1); });
 }
 
-template <typename Key>
-void PathCounts<Key>::remove(std::string_view path) {
+void BusyPaths::remove(std::string_view path) {
   count(exact_, path, -1);
   for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, -1); });
 }
 
-template <typename Key>
-bool PathCounts<Key>::covers(std::string_view path) const {
+bool BusyPaths::covers(std::string_view path) const {
   if (exact_.empty()) return false;
   if (exact_.find(path) != exact_.end()) return true;
   bool within = false;
@@ -57,22 +53,17 @@ bool PathCounts<Key>::covers(std::string_view path) const {
   return within;
 }
 
-template <typename Key>
-bool PathCounts<Key>::holds(std::string_view path) const {
-  return inside_.find(path) != inside_.end();
-}
-
-template class PathCounts<std::string>;
-template class PathCounts<std::string_view>;
+bool BusyPaths::holds(std::string_view path) const { return inside_.find(path) != inside_.end(); }
 
 std::size_t BatchQueue::first_free() const {
-  if (items_.empty() || busy_.empty()) return 0;
+  if (items_.empty() || busy_.empty()) {
+    forget_held();
+    return 0;
+  }
   // The paths of the items held back so far, but those inside one already counted (a
-  // path related to such a path is related to the one it lies in, so it changes nothing).
-  // Views of items_'s paths, which stay put while the lock is held: a directory waiting
-  // for the entries in flight beneath it is passed over at every look, so none is copied.
-  PathCounts<std::string_view> held;
-  for (std::size_t i = 0; i < items_.size(); ++i) {
+  // path related to such a path is related to the one it lies in, so it changes nothing;
+  // nor does one that came to lie inside a path in flight since it was counted).
+  for (std::size_t i = held_count_; i < items_.size(); ++i) {
     const db::ClaimedItem& item = items_[i];
     const std::string_view paths[2] = {item.path, item.dest_path};
     const std::size_t count = item.op == Op::Move ? 2 : 1;
@@ -80,18 +71,25 @@ std::size_t BatchQueue::first_free() const {
     std::string_view open[2];
     std::size_t opened = 0;
     for (std::size_t k = 0; k < count; ++k) {
-      if (busy_.covers(paths[k]) || held.covers(paths[k])) {
+      if (busy_.covers(paths[k]) || held_.covers(paths[k])) {
         conflict = true;
         continue;
       }
-      conflict = conflict || busy_.holds(paths[k]) || held.holds(paths[k]);
+      conflict = conflict || busy_.holds(paths[k]) || held_.holds(paths[k]);
       open[opened++] = paths[k];
     }
     if (!conflict) return i;
     // A held-back item holds back whatever comes after it on the same paths.
-    for (std::size_t k = 0; k < opened; ++k) held.add(open[k]);
+    for (std::size_t k = 0; k < opened; ++k) held_.add(open[k]);
+    held_count_ = i + 1;
   }
   return items_.size();
+}
+
+void BatchQueue::forget_held() const {
+  if (held_count_ == 0) return;
+  held_count_ = 0;
+  held_ = BusyPaths();
 }
 
 void BatchQueue::push(std::vector<db::ClaimedItem> batch) {
@@ -143,6 +141,7 @@ void BatchQueue::finished(std::int64_t id) {
     if (const auto it = in_flight_.find(id); it != in_flight_.end()) {
       for (const auto& p : it->second) busy_.remove(p);
       in_flight_.erase(it);
+      forget_held();
     }
     now_idle = items_.empty() && in_flight_.empty();
   }
@@ -160,6 +159,7 @@ std::vector<db::ClaimedItem> BatchQueue::take_all() {
   std::vector<db::ClaimedItem> out(std::make_move_iterator(items_.begin()),
                                    std::make_move_iterator(items_.end()));
   items_.clear();
+  forget_held();
   return out;
 }
 

@@ -27,11 +27,8 @@ namespace tw::scheduler {
 
 // The paths of the items in flight, each with how many items hold it, and the folders
 // they lie in, so that whether a path is one of them, lies inside one, or holds one is a
-// few hash look-ups (one per level of the path), whatever the number in flight. `Key` is
-// std::string, or std::string_view for a set that lives no longer than the paths it was
-// given (no copy is made).
-template <typename Key>
-class PathCounts {
+// few hash look-ups (one per level of the path), whatever the number in flight.
+class BusyPaths {
  public:
   void add(std::string_view path);
   void remove(std::string_view path);
@@ -48,12 +45,11 @@ class PathCounts {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  using Counts = std::unordered_map<Key, int, Hash, std::equal_to<>>;
+  using Counts = std::unordered_map<std::string, int, Hash, std::equal_to<>>;
   static void count(Counts& counts, std::string_view key, int by);
   Counts exact_;   // the busy paths
   Counts inside_;  // every folder a busy path lies in (its proper ancestors)
 };
-using BusyPaths = PathCounts<std::string>;
 
 class BatchQueue {
  public:
@@ -96,6 +92,9 @@ class BatchQueue {
   std::condition_variable cv_;
   // Index in items_ of the first item free to go, or items_.size() when none is.
   std::size_t first_free() const REQUIRES(mutex_);
+  // Forgets what first_free() learnt (a path in flight finished, so any item held back
+  // may be free now).
+  void forget_held() const REQUIRES(mutex_);
   // With `lock` (of mutex_) held: removes item `index`, counts it in flight, and unlocks
   // (waking the main thread at the low-water mark).
   db::ClaimedItem take(std::unique_lock<std::mutex>& lock, std::size_t index);
@@ -104,6 +103,12 @@ class BatchQueue {
   std::size_t high_water_ GUARDED_BY(mutex_) = 0;
   std::unordered_map<std::int64_t, std::vector<std::string>> in_flight_ GUARDED_BY(mutex_);
   BusyPaths busy_ GUARDED_BY(mutex_);  // the paths of in_flight_
+  // What the last first_free() found: the first held_count_ items are held back, and
+  // held_ holds their paths. Still true after a push (it adds at the back) and a take (of
+  // the first free item, and busy_ only grows), so a run of pops looks at each item once;
+  // false after a path in flight finished.
+  mutable std::size_t held_count_ GUARDED_BY(mutex_) = 0;
+  mutable BusyPaths held_ GUARDED_BY(mutex_);
   bool closed_ GUARDED_BY(mutex_) = false;
 };
 
