@@ -56,10 +56,8 @@ bool BusyPaths::covers(std::string_view path) const {
 bool BusyPaths::holds(std::string_view path) const { return inside_.find(path) != inside_.end(); }
 
 std::size_t BatchQueue::first_free() const {
-  if (items_.empty() || busy_.empty()) {
-    forget_held();
-    return 0;
-  }
+  // (Nothing is held back while nothing is in flight: the last finished() forgot it all.)
+  if (items_.empty() || busy_.empty()) return 0;
   // The paths of the items held back so far, but those inside one already counted (a
   // path related to such a path is related to the one it lies in, so it changes nothing;
   // nor does one that came to lie inside a path in flight since it was counted).
