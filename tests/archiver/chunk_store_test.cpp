@@ -47,7 +47,6 @@ struct Chunks {
 
 class ChunkStoreTest : public ::testing::Test {
  protected:
-
   // Stores `content` as a file (cut as `prior` was, when given) and commits it; returns
   // what was stored.
   ChunkedContent put(const std::string& content, const ChunkedContent* prior = nullptr) {
