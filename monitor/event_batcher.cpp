@@ -7,7 +7,10 @@ namespace tw::monitor {
 EventBatcher::EventBatcher(Options options, std::function<void()> notify)
     : notify_(std::move(notify)),
       max_items_(std::max<std::size_t>(1, options.max_items)),
-      delay_(options.delay) {}
+      first_items_(options.first_items == 0 ? max_items_
+                                            : std::min(options.first_items, max_items_)),
+      delay_(options.delay),
+      limit_(first_items_) {}
 
 void EventBatcher::add(Change change) {
   bool wake = false;
@@ -63,7 +66,7 @@ bool EventBatcher::add_locked(Change change) {
     add_path_change(std::move(change));
   }
   if (was_empty && live_ > 0) window_opened_ = Clock::now();
-  return (was_empty && live_ > 0) || live_ == max_items_;
+  return (was_empty && live_ > 0) || live_ == limit_;
 }
 
 // Rules 3 and 4 of the header.
@@ -118,12 +121,13 @@ std::optional<EventBatcher::Clock::time_point> EventBatcher::due() const {
   std::lock_guard lock(mutex_);
   if (live_ == 0) return std::nullopt;
   if (retry_at_) return retry_at_;
-  if (live_ >= max_items_) return window_opened_;  // full: due since it opened
+  if (live_ >= limit_) return window_opened_;  // full: due since it opened
   return *window_opened_ + delay_;
 }
 
 std::vector<Change> EventBatcher::take() {
   std::lock_guard lock(mutex_);
+  limit_ = live_ >= limit_ ? std::min(2 * limit_, max_items_) : first_items_;
   std::vector<Change> out;
   out.reserve(live_);
   for (auto& slot : slots_) {
@@ -160,6 +164,11 @@ void EventBatcher::restore(std::vector<Change> changes, Clock::time_point retry_
 void EventBatcher::set_delay(std::chrono::milliseconds delay) {
   std::lock_guard lock(mutex_);
   delay_ = delay;
+}
+
+std::size_t EventBatcher::window_limit() const {
+  std::lock_guard lock(mutex_);
+  return limit_;
 }
 
 std::size_t EventBatcher::size() const {

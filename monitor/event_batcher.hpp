@@ -47,6 +47,11 @@ class EventBatcher {
   struct Options {
     std::chrono::milliseconds delay{100};  // event_delay
     std::size_t max_items = 10000;         // a window this full is due at once
+    // The first window of a burst is due at once with this many (0: max_items); each full
+    // window taken doubles it up to max_items, and a window taken before it was full (the
+    // burst is over) starts again from here. A burst's first changes are then archived
+    // while the rest is being gathered, and a long burst still goes in large round trips.
+    std::size_t first_items = 0;
   };
 
   // `notify` is called (from the adding thread, without the lock held) when a window
@@ -68,8 +73,9 @@ class EventBatcher {
 
   void set_delay(std::chrono::milliseconds delay) EXCLUDES(mutex_);
   std::size_t size() const EXCLUDES(mutex_);
-  // How many waiting changes make a window due at once (Options::max_items).
-  std::size_t max_items() const { return max_items_; }
+  // How many waiting changes make the open window due at once: from Options::first_items
+  // up to Options::max_items.
+  std::size_t window_limit() const EXCLUDES(mutex_);
 
  private:
   // Returns true when the window opened or filled up with this change.
@@ -82,12 +88,14 @@ class EventBatcher {
 
   const std::function<void()> notify_;
   const std::size_t max_items_;
+  const std::size_t first_items_;
 
   mutable std::mutex mutex_;
   std::chrono::milliseconds delay_ GUARDED_BY(mutex_);
   // Slots in arrival order; a dropped or merged change leaves an empty slot.
   std::vector<std::optional<Change>> slots_ GUARDED_BY(mutex_);
   std::size_t live_ GUARDED_BY(mutex_) = 0;
+  std::size_t limit_ GUARDED_BY(mutex_);
   // The slot of each path's waiting UPDATE/STAT/DELETE, and of each MOVE by destination.
   std::map<std::string, std::size_t> by_path_ GUARDED_BY(mutex_);
   std::map<std::string, std::size_t> move_by_dest_ GUARDED_BY(mutex_);

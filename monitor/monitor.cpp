@@ -42,6 +42,9 @@ constexpr std::size_t kInsertChunk = 10000;
 // event_delay: a catch-up of a large tree reaches the scheduler in steps of this size while
 // the scan goes on, instead of all after its last file.
 constexpr std::size_t kFullWindow = 1000;
+// ... after a first step of this size, doubling at each full window: the archivers start on
+// a burst (a first backup's catch-up) as soon as its first hundred changes are found.
+constexpr std::size_t kFirstWindow = 100;
 
 sigset_t handled_signals() {
   sigset_t set;
@@ -109,7 +112,7 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
         options.on_connect = [this](db::Connection& conn) { on_connect(conn); };
         return options;
       }()),
-      batcher_({seconds_ms(config_.event_delay), kFullWindow}, [this] {
+      batcher_({seconds_ms(config_.event_delay), kFullWindow, kFirstWindow}, [this] {
         const std::uint64_t one = 1;
         [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
       }) {

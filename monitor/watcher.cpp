@@ -449,7 +449,7 @@ ScanStats Watcher::scan(const std::string& dir, const std::string& archived_as, 
         if (watch(d) && watched != nullptr) watched->insert(d);
         // As many as fill a window, which then goes to the database at once: the first
         // changes are archived while the scan goes on.
-        if (found.size() >= batcher_.max_items()) {
+        if (found.size() >= batcher_.window_limit()) {
           for (auto& c : found) emit(std::move(c));
           found.clear();
           flush();

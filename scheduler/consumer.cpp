@@ -30,6 +30,11 @@ Consumer::~Consumer() {
   join();
 }
 
+void Consumer::adopt(std::unique_ptr<ChildProcess> archiver) {
+  spdlog::debug("consumer {}: archiver started (pid {})", index_, archiver->pid());
+  archiver_ = std::move(archiver);
+}
+
 void Consumer::start() {
   thread_ = std::thread([this] { run(); });
 }

@@ -56,6 +56,8 @@ class Consumer : NonCopyable {
            Reporter& reporter, Notify notify);
   ~Consumer();
 
+  // Gives the consumer an archiver started for it beforehand (before start()).
+  void adopt(std::unique_ptr<ChildProcess> archiver);
   void start();
   // Up to this many requests are written to the archiver before the oldest is answered,
   // so an archiver can make several versions durable with one sync (group commit);

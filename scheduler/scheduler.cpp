@@ -123,7 +123,19 @@ db::SchedulerStats Scheduler::stats() const {
   return s;
 }
 
+void Scheduler::start_archivers_early(int archivers) {
+  const LaunchSpec spec = archiver_spec();
+  for (int i = 0; i < archivers; ++i) {
+    try {
+      early_archivers_.push_back(launcher_->launch(spec));
+    } catch (const std::exception&) {
+      return;  // the consumers try again, and say why it fails
+    }
+  }
+}
+
 int Scheduler::run() {
+  start_archivers_early(config_.archivers);
   scheduler_id_ =
       db::Queue(session_.connect_now())
           .register_scheduler(hostname(), static_cast<int>(::getpid()), db::to_string(strategy_),
@@ -245,18 +257,17 @@ void Scheduler::resize(int archivers) {
   const int have = static_cast<int>(active.size());
   if (archivers > have) {
     Consumer::Options options;
-    options.archiver.executable = config_.archiver_exe.empty()
-                                      ? sibling_executable("timewarp-archiver")
-                                      : config_.archiver_exe;
-    options.archiver.args = config_to_args(config_, Audience::Archiver);
-    for (const auto& arg : config_.archiver_args) options.archiver.args.push_back(arg);
-    options.archiver.inherit_env = kArchiverEnvironment;
+    options.archiver = archiver_spec();
     options.item_timeout = seconds_ms(config_.item_timeout);
     options.pacer = pacer_;
     options.busy_gauge = &busy_gauge_;
     for (int i = have; i < archivers; ++i) {
       auto consumer = std::make_unique<Consumer>(next_consumer_index_++, options, launcher_,
                                                  batch_queue_, *reporter_, [this] { wake(); });
+      if (!early_archivers_.empty()) {
+        consumer->adopt(std::move(early_archivers_.front()));
+        early_archivers_.erase(early_archivers_.begin());
+      }
       consumer->start();
       consumers_.push_back(std::move(consumer));
     }
@@ -267,6 +278,16 @@ void Scheduler::resize(int archivers) {
   }
   if (archivers != have) spdlog::info("archivers: {} -> {}", have, archivers);
   wanted_archivers_ = archivers;
+}
+
+LaunchSpec Scheduler::archiver_spec() const {
+  LaunchSpec spec;
+  spec.executable =
+      config_.archiver_exe.empty() ? sibling_executable("timewarp-archiver") : config_.archiver_exe;
+  spec.args = config_to_args(config_, Audience::Archiver);
+  for (const auto& arg : config_.archiver_args) spec.args.push_back(arg);
+  spec.inherit_env = kArchiverEnvironment;
+  return spec;
 }
 
 void Scheduler::reap_finished_consumers() {

@@ -55,6 +55,10 @@ class Scheduler {
   void read_signals();
   bool send_ready();
   void resize(int archivers);
+  LaunchSpec archiver_spec() const;
+  // Starts the first archivers before the scheduler registers (an archiver takes tens of
+  // milliseconds to become ready, more on a new archive); resize() hands them out.
+  void start_archivers_early(int archivers);
   void reap_finished_consumers();
   void stop();
   db::SchedulerStats stats() const;
@@ -90,6 +94,7 @@ class Scheduler {
   int next_consumer_index_ = 0;
   int wanted_archivers_ = 0;
   std::vector<std::unique_ptr<Consumer>> consumers_;
+  std::vector<std::unique_ptr<ChildProcess>> early_archivers_;
 
   BatchQueue batch_queue_;
   std::unique_ptr<Reporter> reporter_;

@@ -165,6 +165,43 @@ TEST(EventBatcher, DueAfterTheDelayFromTheFirstChangeOrAtOnceWhenFull) {
   EXPECT_LE(*b.due(), EventBatcher::Clock::now());
 }
 
+TEST(EventBatcher, ABurstStartsWithASmallWindowThatDoublesUntilTheBurstEnds) {
+  EventBatcher b({10s, 8, 2});
+  int next = 0;
+  // Adds changes until the window is due at once; returns how many it took.
+  const auto fill = [&] {
+    int added = 0;
+    while (!b.due() || *b.due() > EventBatcher::Clock::now()) {
+      b.add(Change::update("/s/f" + std::to_string(next++)));
+      ++added;
+    }
+    return added;
+  };
+  EXPECT_EQ(b.window_limit(), 2u);
+  EXPECT_EQ(fill(), 2);
+  EXPECT_EQ(b.take().size(), 2u);
+  EXPECT_EQ(fill(), 4);
+  EXPECT_EQ(b.take().size(), 4u);
+  EXPECT_EQ(fill(), 8);
+  EXPECT_EQ(b.take().size(), 8u);
+  EXPECT_EQ(fill(), 8);  // never beyond max_items
+  EXPECT_EQ(b.take().size(), 8u);
+  // A window taken before it filled ends the burst: the next one starts small again.
+  b.add(Change::update("/s/quiet"));
+  EXPECT_EQ(b.take().size(), 1u);
+  EXPECT_EQ(b.window_limit(), 2u);
+  EXPECT_EQ(fill(), 2);
+}
+
+TEST(EventBatcher, WithoutAFirstWindowEveryWindowIsFullAtMaxItems) {
+  EventBatcher b({10s, 5});
+  EXPECT_EQ(b.window_limit(), 5u);
+  for (int i = 0; i < 5; ++i) b.add(Change::update("/s/f" + std::to_string(i)));
+  EXPECT_LE(*b.due(), EventBatcher::Clock::now());
+  b.take();
+  EXPECT_EQ(b.window_limit(), 5u);
+}
+
 TEST(EventBatcher, RestoredChangesComeFirstAndAreDueAtTheRetryTime) {
   EventBatcher b({10ms, 1000});
   b.add(Change::update("/s/a"));
