@@ -13,47 +13,66 @@ std::vector<std::string> touched(const db::ClaimedItem& item) {
   return {item.path};
 }
 
-// `each(folder)` for every folder `path` lies in, by path_within's rule: each prefix
-// ending before a '/' (but the empty one), and "/" for an absolute path.
+// A path's key: 64-bit FNV-1a over its bytes, then a final mix so that every bit of the
+// key depends on every byte (the tables use the low bits).
+constexpr std::uint64_t kKeyStart = 14695981039346656037ULL;
+constexpr std::uint64_t step(std::uint64_t h, char c) {
+  return (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+}
+constexpr std::uint64_t finish(std::uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return h ^ (h >> 33);
+}
+
+// `each(key)` for the key of every folder `path` lies in, by path_within's rule: each
+// prefix ending before a '/' (but the empty one), and "/" for an absolute path; returns
+// the key of `path` itself.
 template <typename Each>
-void for_each_folder(std::string_view path, Each each) {
-  if (path.size() > 1 && path.front() == '/') each(std::string_view("/"));
-  for (std::size_t slash = path.find('/', 1); slash != std::string_view::npos;
-       slash = path.find('/', slash + 1)) {
-    each(path.substr(0, slash));
+std::uint64_t for_each_folder(std::string_view path, Each each) {
+  std::uint64_t h = kKeyStart;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (i > 0 && path[i] == '/') each(finish(h));
+    h = step(h, path[i]);
+    if (i == 0 && path.size() > 1 && path[0] == '/') each(finish(h));  // "/"
   }
+  return finish(h);
 }
 
 }  // namespace
 
-void BusyPaths::count(Counts& counts, std::string_view key, int by) {
-  auto it = counts.find(key);
-  if (it == counts.end()) it = counts.emplace(std::string(key), 0).first;
+void BusyPaths::count(Counts& counts, std::uint64_t key, int by) {
+  const auto it = counts.try_emplace(key, 0).first;
   it->second += by;
   if (it->second == 0) counts.erase(it);
 }
 
 void BusyPaths::add(std::string_view path) {
-  count(exact_, path, 1);
-  for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, 1); });
+  const auto key = for_each_folder(path, [this](std::uint64_t folder) { count(inside_, folder, 1); });
+  count(exact_, key, 1);
 }
 
 void BusyPaths::remove(std::string_view path) {
-  count(exact_, path, -1);
-  for_each_folder(path, [this](std::string_view folder) { count(inside_, folder, -1); });
+  const auto key =
+      for_each_folder(path, [this](std::uint64_t folder) { count(inside_, folder, -1); });
+  count(exact_, key, -1);
 }
 
 bool BusyPaths::covers(std::string_view path) const {
   if (exact_.empty()) return false;
-  if (exact_.find(path) != exact_.end()) return true;
   bool within = false;
-  for_each_folder(path, [&](std::string_view folder) {
+  const auto key = for_each_folder(path, [&](std::uint64_t folder) {
     within = within || exact_.find(folder) != exact_.end();
   });
-  return within;
+  return within || exact_.find(key) != exact_.end();
 }
 
-bool BusyPaths::holds(std::string_view path) const { return inside_.find(path) != inside_.end(); }
+bool BusyPaths::holds(std::string_view path) const {
+  if (inside_.empty()) return false;
+  return inside_.find(for_each_folder(path, [](std::uint64_t) {})) != inside_.end();
+}
 
 std::size_t BatchQueue::first_free() const {
   // (Nothing is held back while nothing is in flight: the last finished() forgot it all.)

@@ -14,7 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <string>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,6 +28,11 @@ namespace tw::scheduler {
 // The paths of the items in flight, each with how many items hold it, and the folders
 // they lie in, so that whether a path is one of them, lies inside one, or holds one is a
 // few hash look-ups (one per level of the path), whatever the number in flight.
+//
+// Paths are kept as 64-bit hashes, those of a path's folders computed in one pass over it
+// (a path's folder is a prefix of it), so a look-up allocates nothing and reads the path
+// once. Two paths with the same hash would only make an item wait for an unrelated one in
+// flight, never let one overtake a related one.
 class BusyPaths {
  public:
   void add(std::string_view path);
@@ -41,12 +46,8 @@ class BusyPaths {
   bool empty() const { return exact_.empty(); }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  using Counts = std::unordered_map<std::string, int, Hash, std::equal_to<>>;
-  static void count(Counts& counts, std::string_view key, int by);
+  using Counts = std::unordered_map<std::uint64_t, int>;
+  static void count(Counts& counts, std::uint64_t key, int by);
   Counts exact_;   // the busy paths
   Counts inside_;  // every folder a busy path lies in (its proper ancestors)
 };
