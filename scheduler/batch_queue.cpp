@@ -33,10 +33,12 @@ constexpr std::uint64_t finish(std::uint64_t h) {
 template <typename Each>
 std::uint64_t for_each_folder(std::string_view path, Each each) {
   std::uint64_t h = kKeyStart;
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    if (i > 0 && path[i] == '/') each(finish(h));
-    h = step(h, path[i]);
-    if (i == 0 && path.size() > 1 && path[0] == '/') each(finish(h));  // "/"
+  if (path.empty()) return finish(h);
+  h = step(h, path.front());
+  if (path.size() > 1 && path.front() == '/') each(finish(h));  // "/"
+  for (const char c : path.substr(1)) {
+    if (c == '/') each(finish(h));
+    h = step(h, c);
   }
   return finish(h);
 }
@@ -50,7 +52,8 @@ void BusyPaths::count(Counts& counts, std::uint64_t key, int by) {
 }
 
 void BusyPaths::add(std::string_view path) {
-  const auto key = for_each_folder(path, [this](std::uint64_t folder) { count(inside_, folder, 1); });
+  const auto key =
+      for_each_folder(path, [this](std::uint64_t folder) { count(inside_, folder, 1); });
   count(exact_, key, 1);
 }
 
@@ -63,9 +66,8 @@ void BusyPaths::remove(std::string_view path) {
 bool BusyPaths::covers(std::string_view path) const {
   if (exact_.empty()) return false;
   bool within = false;
-  const auto key = for_each_folder(path, [&](std::uint64_t folder) {
-    within = within || exact_.find(folder) != exact_.end();
-  });
+  const auto key = for_each_folder(
+      path, [&](std::uint64_t folder) { within = within || exact_.find(folder) != exact_.end(); });
   return within || exact_.find(key) != exact_.end();
 }
 

@@ -10,11 +10,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
