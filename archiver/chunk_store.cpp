@@ -102,6 +102,13 @@ Expected<bool> ChunkStore::known(const std::string& id, const CatalogBatch& batc
   if (batch.blob(id) != nullptr) return true;
   auto found = catalog_.blob(id);
   if (!found) return retry(found.error());
+  if (found->has_value() || !claim_) return found->has_value();
+  auto waited = claim_(id);
+  if (!waited) return waited.fault();
+  if (!*waited) return false;
+  // (a claim that waited has flushed this writer's group: its blobs are in the catalog)
+  found = catalog_.blob(id);
+  if (!found) return retry(found.error());
   return found->has_value();
 }
 

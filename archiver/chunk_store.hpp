@@ -58,6 +58,14 @@ class ChunkStore {
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
+  // Called with each blob that is new to the archive, before it is stored: returns once this
+  // writer may store it, true when it had to wait for another writer (an error fails the
+  // content). After a wait the catalog is asked again, so a blob that writer committed
+  // meanwhile is used, not stored twice.
+  void set_claim(std::function<Expected<bool>(const std::string& id)> claim) {
+    claim_ = std::move(claim);
+  }
+
   // Reads `fd` to its end in chunks: a chunk neither in the catalog nor in `batch` is
   // compressed, appended to the pack and staged in `batch`. A length other than
   // `expected_size` is a change (RETRY). Nothing is durable before sync() and the
@@ -129,6 +137,7 @@ class ChunkStore {
   std::string packs_dir_;
   Catalog& catalog_;
   std::function<bool()> cancelled_;
+  std::function<Expected<bool>(const std::string& id)> claim_;
   Chunker chunker_;
   PackWriter pack_;
   BlobCompressor compressor_;

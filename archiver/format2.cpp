@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -22,6 +24,12 @@ namespace {
 // Format 2's locks: one byte of <root>/locks per slot, 2^30 slots (two paths sharing a slot
 // only wait for each other).
 constexpr int kSlotHexDigits = 8;  // of the path's key: 2^32 slots, masked to 2^30 below
+// Then 2^20 digest slots, one byte each after the path slots, by the first 20 bits of a
+// blob's id: a writer about to store a new blob holds its slot until the blob is committed.
+constexpr off_t kDigestSlotBase = off_t{1} << 30;
+constexpr int kDigestSlotHexDigits = 5;
+// How long one content waits in all for other writers to commit blobs it holds too.
+constexpr auto kClaimWait = std::chrono::milliseconds(200);
 
 // The byte of the locks file that stands for `slot`, as an OFD lock request of `type`.
 struct flock slot_range(short type, off_t slot) {
@@ -66,6 +74,7 @@ Status Store::Impl::open_format2() {
   catalog.emplace(std::move(*opened));
   chunk_store.emplace(disk, root + "/packs", *catalog, compression.level, chunk_sizes,
                       hooks.cancelled, resolved_threads(compression.threads));
+  if (writable) chunk_store->set_claim([this](const std::string& id) { return claim_blob(id); });
   return Ok{};
 }
 
@@ -107,6 +116,7 @@ Expected<StoredContent> Store::Impl::store_content(int fd, std::uint64_t size,
   if (prior != nullptr && content_available(*prior)) {  // a file whose blobs are named
     cut_as.emplace(prior->chunks, prior->size);
   }
+  claim_deadline = std::chrono::steady_clock::now() + kClaimWait;
   auto stored = chunk_store->store(fd, size, shown, staged, cut_as ? &*cut_as : nullptr);
   if (!stored) return stored.fault();
   chunks = std::move(stored->chunks);
@@ -256,6 +266,33 @@ int Store::Impl::lock_slot(off_t slot, bool try_only) {
     if (cancelled()) return EINTR;
   }
   return 0;
+}
+
+Expected<bool> Store::Impl::claim_blob(const std::string& id) {
+  if (!grouping || !locks || id.size() < kDigestSlotHexDigits) return false;
+  const off_t slot = kDigestSlotBase + static_cast<off_t>(std::stoull(
+                                           id.substr(0, kDigestSlotHexDigits), nullptr, 16));
+  if (group_slots.count(slot) != 0) return false;  // the open group holds it already
+  bool waited = false;
+  if (held_slots.count(slot) == 0) {  // else a closed group holds it
+    int err = lock_slot(slot, true);
+    if (err == EAGAIN) {
+      // Another writer is storing a blob of this slot. Let go of what this one holds first
+      // (it may be waiting for one of them), then poll until it commits and lets go.
+      waited = true;
+      if (auto flushed = flush_group(); !flushed) return flushed.fault();
+      while ((err = lock_slot(slot, true)) == EAGAIN &&
+             std::chrono::steady_clock::now() < claim_deadline) {
+        if (cancelled()) return retry("cancelled");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    // Held still, or the locks file failed: store it anyway; a copy costs only space.
+    if (err != 0) return waited;
+  }
+  group_slots.insert(slot);
+  ++held_slots[slot];
+  return waited;
 }
 
 Expected<History> Store::Impl::catalog_history(std::string_view path, bool latest_only) const {

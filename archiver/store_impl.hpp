@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -196,6 +197,13 @@ struct Store::Impl {
   // Format 2: locks `slot` of <root>/locks (waiting for another holder unless `try_only`).
   // Returns 0, EAGAIN when `try_only` found it held, or another errno.
   int lock_slot(off_t slot, bool try_only);
+  // Format 2, in a group: takes the digest slot of blob `id`, which this writer is about to
+  // store, until the group that stages it is committed (FORMAT.md, "Format 2", Locks). When
+  // another writer holds it, flushes the open group, then waits until `claim_deadline` at
+  // most; past it the blob is stored without the slot (a copy, never a loss). True when it
+  // waited.
+  Expected<bool> claim_blob(const std::string& id);
+  std::chrono::steady_clock::time_point claim_deadline;  // set per content stored
   // Format 2: the staged paths within `dir`, with their ancestors below it (`direct`: only
   // those directly beneath it; else `dir` too when any). Unsorted, repeats possible.
   std::vector<std::string> staged_within(std::string_view dir, bool direct) const;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "archive_test_util.hpp"
+#include "archiver/catalog.hpp"
+#include "archiver/pack.hpp"
 #include "archiver/store.hpp"
 #include "common/escape.hpp"
 
@@ -56,6 +59,67 @@ TEST(Concurrency, TwoArchiversOnOnePathKeepEveryVersionOnce) {
   for (int i = 0; i < kRounds; ++i) {
     EXPECT_EQ((*versions)[static_cast<std::size_t>(i)].link_target, fmt::format("target-{}", i));
   }
+  EXPECT_TRUE(store->verify().ok());
+}
+
+// Two archivers storing the same contents at the same moment (two copies of a tree, each
+// copy given to one of them) keep each blob once: the second to meet a content waits for
+// the first to commit it, then uses it (FORMAT.md, "Format 2", Locks). Every byte of the
+// packs belongs to an indexed blob, or to a pack's magic.
+TEST(Concurrency, TwoArchiversStoringTheSameContentAtOnceKeepOneCopy) {
+  test::TempDir dir;
+  std::mt19937_64 random(20261126);
+  const auto noise = [&random](std::size_t size) {
+    std::string bytes(size, '\0');
+    for (auto& c : bytes) c = static_cast<char>(random());
+    return bytes;
+  };
+  std::filesystem::create_directories(dir / "a");
+  std::filesystem::create_directories(dir / "b");
+  constexpr int kFiles = 300;
+  for (int i = 0; i < kFiles; ++i) {
+    // Incompressible, of one chunk each; the last is a file of several chunks.
+    const std::string content = i + 1 < kFiles ? noise(2000 + 10 * i) : noise(6u << 20);
+    test::write_file(dir / fmt::format("a/f{}", i), content);
+    test::write_file(dir / fmt::format("b/f{}", i), content);
+  }
+  ArchiverProcess::Options o;
+  o.args = {"--backup-root=" + (dir / "archive"), "--log-level=error"};
+  ArchiverProcess first(o);
+  ArchiverProcess second(o);
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(first.send(
+        fmt::format("{}\tUPDATE\t{}", 2 * i + 1, escape_bytes(dir / fmt::format("a/f{}", i)))));
+    ASSERT_TRUE(second.send(
+        fmt::format("{}\tUPDATE\t{}", 2 * i + 2, escape_bytes(dir / fmt::format("b/f{}", i)))));
+  }
+  for (int i = 0; i < kFiles; ++i) {
+    for (auto* archiver : {&first, &second}) {
+      const auto answer = archiver->read_line();
+      ASSERT_TRUE(answer);
+      ASSERT_EQ(fields(*answer)[1], "COMPLETE") << *answer;
+    }
+  }
+  first.close_stdin();
+  second.close_stdin();
+  EXPECT_EQ(first.wait(), 0);
+  EXPECT_EQ(second.wait(), 0);
+
+  auto catalog = Catalog::open(dir / "archive/catalog.db", Store::Mode::ReadOnly);
+  ASSERT_TRUE(catalog) << catalog.error();
+  auto blobs = catalog->all_blobs();
+  ASSERT_TRUE(blobs) << blobs.error();
+  std::uint64_t indexed = 0;
+  for (const auto& [id, ref] : *blobs) indexed += kBlobHeaderSize + ref.stored;
+  std::uint64_t packed = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "archive/packs")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".pack") {
+      packed += entry.file_size() - kPackMagic.size();
+    }
+  }
+  EXPECT_EQ(packed, indexed) << (packed - indexed) << " bytes of the packs are copies";
+  auto store = Store::open(dir / "archive", Store::Mode::ReadOnly);
+  ASSERT_TRUE(store) << store.error();
   EXPECT_TRUE(store->verify().ok());
 }
 
