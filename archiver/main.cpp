@@ -195,9 +195,11 @@ bool write_responses(const std::vector<tw::Response>& responses) {
 
 // The answers of a group of requests (FORMAT.md, "Format 2", Group commit): a COMPLETE is
 // written only once the store has made the group durable, all answers in request order.
-// A group is closed when no further request waits on stdin, or at 64 requests, 32 MiB of
-// new content or 50 ms; the requests after it run while the store syncs it. On format 1
-// (and --null) every answer goes out at once.
+// A group is closed when no further request waits on stdin and the store is not busy
+// syncing an earlier group (a group closed then would only wait behind that sync; it
+// closes as soon as the sync is done, with whatever requests came meanwhile), or at 64
+// requests, 32 MiB of new content or 50 ms; the requests after it run while the store
+// syncs it. On format 1 (and --null) every answer goes out at once.
 class Answers {
  public:
   explicit Answers(tw::archive::Store* store) : store_(store) {
@@ -209,6 +211,8 @@ class Answers {
     if (pending_.empty()) started_ = std::chrono::steady_clock::now();
     pending_.push_back(std::move(response));
   }
+
+  bool pending() const { return !pending_.empty(); }
 
   bool full() const {
     return !grouping_ || pending_.size() >= 64 || store_->staged_bytes() >= (32u << 20) ||
@@ -295,6 +299,9 @@ int run(int argc, char** argv) {
   tw::archive::RequestHandler handler(store ? &*store : nullptr);
   // A quiet archive's catalog is one file: its journal folded in a second after the last
   // request (FORMAT.md, "Format 2").
+  Answers answers(store ? &*store : nullptr);
+  // Whether an earlier group's sync is under way (the open group then stays open).
+  const auto syncing = [&store]() { return store && store->syncing(); };
   LineReader reader(
       STDIN_FILENO,
       [&store]() {
@@ -303,8 +310,13 @@ int run(int argc, char** argv) {
         if (!folded) spdlog::warn("{}", folded.error());
         return !folded || *folded;
       },
-      [&store]() { return store ? store->group_fd() : -1; }, [&store]() { store->advance(); });
-  Answers answers(store ? &*store : nullptr);
+      [&store]() { return store ? store->group_fd() : -1; },
+      [&store, &answers, &syncing]() {
+        store->advance();
+        // The sync the open group waited for is done: it goes now (a broken stdout is
+        // seen after the next request, or at the end of input).
+        if (answers.pending() && !syncing()) (void)answers.close();
+      });
   std::string line;
   while (true) {
     const auto status = reader.next(line);
@@ -326,8 +338,13 @@ int run(int argc, char** argv) {
       response = handler.handle_line(line);
     }
     answers.add(std::move(response));
-    if ((!reader.ready() || answers.full() || g_stop.load()) && !answers.close()) return 1;
+    // First commit the groups whose sync is done (this clears the store's signal, so a sync
+    // that ends after it signals again, and the open group is closed then).
     if (store) store->advance();
+    if (((!reader.ready() && !syncing()) || answers.full() || g_stop.load()) &&
+        !answers.close()) {
+      return 1;
+    }
     if (answers.broken()) return 1;
     if (g_stop.load()) break;
   }

@@ -485,6 +485,10 @@ void Store::advance() {
 
 int Store::group_fd() const { return impl_->worker ? impl_->worker->done_fd() : -1; }
 
+bool Store::syncing() const {
+  return impl_->grouping && impl_->worker && !impl_->worker->idle();
+}
+
 Status Store::flush() {
   auto flushed = impl_->flush_group();
   if (!flushed) return Error{flushed.fault().message};

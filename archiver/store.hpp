@@ -202,6 +202,10 @@ class Store {
   void advance();
   // Readable when a closed group's sync or answers are done (-1 before the first group).
   int group_fd() const;
+  // Whether the thread of the groups is busy with a closed group (its sync, its journal
+  // sync or its answers). A group closed meanwhile would only wait behind that work, so
+  // the caller may keep it open for more requests until group_fd() says the work is done.
+  bool syncing() const;
   // Closes the open group and waits until every group is committed, durable and its
   // `on_durable` run: Ok, or why the last group was lost.
   Status flush();

@@ -46,11 +46,13 @@ void SyncWorker::run() {
     running_ = true;
     lock.unlock();
     job();
-    const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(done_fd_.get(), &one, sizeof one);
     lock.lock();
     running_ = false;
     changed_.notify_all();
+    // Signalled once the job's end is recorded: an owner woken by it finds idle() true
+    // when no other job waits.
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(done_fd_.get(), &one, sizeof one);
   }
 }
 
@@ -62,6 +64,11 @@ void SyncWorker::wait_until(const std::function<bool()>& done) {
 void SyncWorker::wait_idle() {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [this] { return jobs_.empty() && !running_; });
+}
+
+bool SyncWorker::idle() {
+  std::lock_guard lock(mutex_);
+  return jobs_.empty() && !running_;
 }
 
 void SyncWorker::clear_done() {

@@ -28,6 +28,8 @@ class SyncWorker : NonCopyable {
   void wait_until(const std::function<bool()>& done);
   // Blocks until every job posted has run.
   void wait_idle();
+  // Whether every job posted has run (none waits or runs).
+  bool idle();
   // Readable once a job has run since the last clear_done(): wait on it beside other
   // descriptors.
   int done_fd() const { return done_fd_.get(); }
