@@ -21,7 +21,7 @@
 namespace tw::archive {
 namespace {
 
-// Format 2's locks: one byte of <root>/locks per slot, 2^30 slots (two paths sharing a slot
+// Format 2's locks: one byte of a slot file per slot, 2^30 slots (two paths sharing a slot
 // only wait for each other).
 constexpr int kSlotHexDigits = 8;  // of the path's key: 2^32 slots, masked to 2^30 below
 // Then 2^20 digest slots, one byte each after the path slots, by the first 20 bits of a
@@ -43,9 +43,9 @@ struct flock slot_range(short type, off_t slot) {
 
 }  // namespace
 
-void unlock_slot(int locks_fd, off_t slot) {
+void unlock_slot(int slot_fd, off_t slot) {
   struct flock range = slot_range(F_UNLCK, slot);
-  ::fcntl(locks_fd, F_OFD_SETLK, &range);
+  ::fcntl(slot_fd, F_OFD_SETLK, &range);
 }
 
 Status Store::Impl::open_format2() {
@@ -59,9 +59,26 @@ Status Store::Impl::open_format2() {
     if (!locks) {
       return Error{fmt::format("cannot open {}: {}", shown_path(file), std::strerror(errno))};
     }
+    // The slot files: slot s is byte s of slots/<s mod 64, two hex digits>. One file would
+    // do, but the kernel looks through every lock held on a file at each lock and unlock,
+    // and two archivers in a group commit hold a few hundred (FORMAT.md, "Locks").
+    const std::string dir = root + "/slots";
+    if (auto made = disk.make_dir(dir); !made) return Error{made.fault().message};
+    const UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!dir_fd) {
+      return Error{fmt::format("cannot open {}: {}", shown_path(dir), std::strerror(errno))};
+    }
+    for (std::size_t i = 0; i < kSlotFiles; ++i) {
+      const std::string name = fmt::format("{:02x}", i);
+      slot_files[i].reset(
+          ::openat(dir_fd.get(), name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+      if (!slot_files[i]) {
+        return Error{
+            fmt::format("cannot open {}/{}: {}", shown_path(dir), name, std::strerror(errno))};
+      }
+    }
     // Writers set the catalog up one at a time (two archivers starting on a new archive
-    // would otherwise race to switch it to WAL). flock(2) is independent of the byte-range
-    // locks the paths take on the same file.
+    // would otherwise race to switch it to WAL).
     while (::flock(locks.get(), LOCK_EX) != 0) {
       if (errno != EINTR) {
         return Error{fmt::format("cannot lock {}: {}", shown_path(file), std::strerror(errno))};
@@ -237,7 +254,7 @@ void Store::Impl::advance(bool wait) {
       const auto held = held_slots.find(slot);
       if (held == held_slots.end() || --held->second > 0) continue;
       held_slots.erase(held);
-      unlock_slot(locks.get(), slot);
+      unlock_slot(slot_fd(slot), slot);
     }
     worker->post([this, group, done] {
       Done durable = done;
@@ -260,7 +277,7 @@ void Store::Impl::lose_after(const Fault& fault) {
 
 int Store::Impl::lock_slot(off_t slot, bool try_only) {
   struct flock range = slot_range(F_WRLCK, slot);
-  while (::fcntl(locks.get(), try_only ? F_OFD_SETLK : F_OFD_SETLKW, &range) != 0) {
+  while (::fcntl(slot_fd(slot), try_only ? F_OFD_SETLK : F_OFD_SETLKW, &range) != 0) {
     if (errno == EAGAIN || errno == EACCES) return EAGAIN;
     if (errno != EINTR) return errno;
     if (cancelled()) return EINTR;

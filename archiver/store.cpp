@@ -181,7 +181,7 @@ Expected<NodeLock> Store::Impl::lock_node(std::string_view path) {
     };
     if (!grouping) {
       if (const int err = lock_slot(slot, false); err != 0) return failed(err);
-      return NodeLock(locks.get(), slot);
+      return NodeLock(slot_fd(slot), slot);
     }
     if (group_slots.count(slot) == 0) {
       // A slot a closed group holds is this process's already.
@@ -359,9 +359,17 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
     for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
       const auto name = entry.path().filename().string();
       // What an interrupted creation may have left, in either format.
-      static const std::unordered_set<std::string> kOwn = {
-          "tmp",   "objects",    "nodes",          "FORMAT",         "packs",
-          "locks", "catalog.db", "catalog.db-wal", "catalog.db-shm", "catalog.db-journal"};
+      static const std::unordered_set<std::string> kOwn = {"tmp",
+                                                           "objects",
+                                                           "nodes",
+                                                           "FORMAT",
+                                                           "packs",
+                                                           "locks",
+                                                           "slots",
+                                                           "catalog.db",
+                                                           "catalog.db-wal",
+                                                           "catalog.db-shm",
+                                                           "catalog.db-journal"};
       if (kOwn.count(name) == 0) empty = false;
     }
     if (ec) return Error{fmt::format("cannot read backup root {}: {}", root, ec.message())};
@@ -485,9 +493,7 @@ void Store::advance() {
 
 int Store::group_fd() const { return impl_->worker ? impl_->worker->done_fd() : -1; }
 
-bool Store::syncing() const {
-  return impl_->grouping && impl_->worker && !impl_->worker->idle();
-}
+bool Store::syncing() const { return impl_->grouping && impl_->worker && !impl_->worker->idle(); }
 
 Status Store::flush() {
   auto flushed = impl_->flush_group();

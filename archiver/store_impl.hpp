@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -38,16 +39,17 @@ inline constexpr std::string_view kPendingSuffix = ".pending";
 // lock is what keeps two requests for one path from interleaving their look at the disk
 // and their commit (DESIGN.md, "Convergence").
 //
-// Format 1 locks a file per node; format 2 a byte of <root>/locks (an OFD lock, released by
-// the kernel when the process dies), at an offset derived from the path's key.
-// Format 2: releases `slot` of the locks file `locks_fd` (Store::Impl::lock_slot took it).
-void unlock_slot(int locks_fd, off_t slot);
+// Format 1 locks a file per node; format 2 a byte of one of the slot files <root>/slots/<nn>
+// (an OFD lock, released by the kernel when the process dies), at an offset derived from the
+// path's key.
+// Format 2: releases `slot` of the slot file `slot_fd` (Store::Impl::lock_slot took it).
+void unlock_slot(int slot_fd, off_t slot);
 
 class NodeLock {
  public:
   NodeLock() = default;
   NodeLock(UniqueFd fd, std::string file) : fd_(std::move(fd)), file_(std::move(file)) {}
-  NodeLock(int locks_fd, off_t slot) : range_fd_(locks_fd), slot_(slot) {}
+  NodeLock(int slot_fd, off_t slot) : range_fd_(slot_fd), slot_(slot) {}
   // Format 2 in a group: the slot stays locked past this object, until the group's flush.
   NodeLock(std::map<off_t, int>* step_slots, off_t slot) : step_slots_(step_slots), slot_(slot) {}
   NodeLock(NodeLock&& other) noexcept
@@ -65,7 +67,7 @@ class NodeLock {
  private:
   UniqueFd fd_;  // format 1: closing it releases the lock
   std::string file_;
-  int range_fd_ = -1;  // format 2: the descriptor of <root>/locks holding byte `slot_`
+  int range_fd_ = -1;  // format 2: the descriptor of the slot file holding byte `slot_`
   std::map<off_t, int>* step_slots_ = nullptr;  // format 2 in a group: the holders' count
   off_t slot_ = 0;
 };
@@ -87,11 +89,19 @@ struct Store::Impl {
   QueueOrder order;  // of the request under way (Store::update and the others)
   DiskWriter disk;
   ObjectStore objects;  // format 1's objects; in format 2 only its hashing is used
-  // Format 2 (FORMAT.md, "Format 2"): the catalog, the chunks, the locks file, and the
-  // blobs written by this request that no commit names yet.
+  // Format 2 (FORMAT.md, "Format 2"): the catalog, the chunks, the locks file (its flock
+  // orders the catalog's set-up), the slot files (the byte-range locks of paths and blobs,
+  // spread over kSlotFiles files so that the kernel's list of locks per file stays short),
+  // and the blobs written by this request that no commit names yet.
   std::optional<Catalog> catalog;
   std::optional<ChunkStore> chunk_store;
   UniqueFd locks;
+  static constexpr std::size_t kSlotFiles = 64;
+  std::array<UniqueFd, kSlotFiles> slot_files;
+  // The slot file that holds `slot`.
+  int slot_fd(off_t slot) const {
+    return slot_files[static_cast<std::size_t>(slot) % kSlotFiles].get();
+  }
   CatalogBatch staged;
   // Group commit (Store::begin_group; FORMAT.md "Format 2", Group commit): slots held by
   // a live NodeLock (the step under way), with how many hold each; slots held for the
@@ -194,7 +204,7 @@ struct Store::Impl {
   // Every closed group and every staged version after `fault` are lost: their requests are
   // answered FAILED RETRY.
   void lose_after(const Fault& fault);
-  // Format 2: locks `slot` of <root>/locks (waiting for another holder unless `try_only`).
+  // Format 2: locks `slot` of its slot file (waiting for another holder unless `try_only`).
   // Returns 0, EAGAIN when `try_only` found it held, or another errno.
   int lock_slot(off_t slot, bool try_only);
   // Format 2, in a group: takes the digest slot of blob `id`, which this writer is about to

@@ -816,6 +816,32 @@ TEST_F(StoreTest, ReadOnlyOpenRefusesSomethingThatIsNotAnArchive) {
       << "must not litter a directory that is not an archive";
 }
 
+// The slot files (format 2's path and blob locks) are reached without following a link: a
+// `slots` folder or slot file replaced by a symlink makes the open fail, naming it, and
+// nothing is created where the link points.
+TEST_F(StoreTest, SlotFilesAreNeverReachedThroughASymlink) {
+  { Store made = open(); }
+  const std::string slots = dir_ / "archive/slots";
+  ASSERT_TRUE(std::filesystem::is_regular_file(slots + "/00"));
+  ASSERT_TRUE(std::filesystem::is_regular_file(slots + "/3f"));
+  { Store reopened = open(); }  // the files are there: opened as they are
+
+  std::filesystem::rename(slots + "/3f", dir_ / "elsewhere-file");
+  ASSERT_EQ(::symlink((dir_ / "elsewhere-file").c_str(), (slots + "/3f").c_str()), 0);
+  auto refused = Store::open(dir_ / "archive", Store::Mode::ReadWrite);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("slots/3f"), std::string::npos) << refused.error();
+  ASSERT_EQ(::unlink((slots + "/3f").c_str()), 0);
+
+  std::filesystem::rename(slots, dir_ / "elsewhere");
+  ASSERT_EQ(::symlink((dir_ / "elsewhere").c_str(), slots.c_str()), 0);
+  refused = Store::open(dir_ / "archive", Store::Mode::ReadWrite);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("slots"), std::string::npos) << refused.error();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "elsewhere/3f"))
+      << "a slot file was made through the link";
+}
+
 // Group commit (format 2): versions staged in a group are seen by their own store, by no
 // other before the flush, and by every one after it; a request later in the group
 // reconciles with what is staged (a directory deleted after a new file inside it was
