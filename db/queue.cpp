@@ -358,7 +358,8 @@ std::int64_t Queue::count_claimable(std::int64_t cap) {
 }
 
 bool Queue::analyze_if_stale() {
-  auto r = conn_.query(
+  // Prepared: it runs before every claim, and planning it cost four times its run.
+  auto r = conn_.prepared(
       "SELECT (SELECT coalesce(sum(n), 0) FROM timewarp.item_counts WHERE status = 'NEW') > "
       "greatest(1000, 2 * (SELECT reltuples FROM pg_class "
       "WHERE oid = 'timewarp.items'::regclass))");
