@@ -358,11 +358,15 @@ std::int64_t Queue::count_claimable(std::int64_t cap) {
 }
 
 bool Queue::analyze_if_stale() {
-  // Prepared: it runs before every claim, and planning it cost four times its run.
+  // Prepared: it runs before every claim, and planning it cost four times its run. A table
+  // never analyzed (reltuples -1: a new queue) is analyzed as soon as it holds a change:
+  // planned without statistics, the claim looks up each path of its batch by scanning
+  // every waiting row (29 ms for 100 of 606 rows, against 4 ms once analyzed).
   auto r = conn_.prepared(
-      "SELECT (SELECT coalesce(sum(n), 0) FROM timewarp.item_counts WHERE status = 'NEW') > "
-      "greatest(1000, 2 * (SELECT reltuples FROM pg_class "
-      "WHERE oid = 'timewarp.items'::regclass))");
+      "SELECT n > greatest(1000, 2 * t) OR (t < 0 AND n > 0) "
+      "FROM (SELECT coalesce(sum(n), 0) AS n FROM timewarp.item_counts "
+      "WHERE status = 'NEW') c, "
+      "(SELECT reltuples AS t FROM pg_class WHERE oid = 'timewarp.items'::regclass) s");
   if (r.text(0, 0) != "t") return false;
   try {
     conn_.exec("ANALYZE timewarp.items");

@@ -115,6 +115,24 @@ TEST_F(QueueTest, AFreshlyFilledQueueIsAnalyzedBeforeItIsClaimed) {
   EXPECT_FALSE(queue_->analyze_if_stale());
 }
 
+// A new queue has no statistics at all: its first changes are analyzed before the first
+// claim, however few (without statistics the claim's look-up of each path of its batch
+// scans every waiting row); an empty one is not.
+TEST_F(QueueTest, ANeverAnalyzedQueueIsAnalyzedAtItsFirstClaim) {
+  const auto reltuples = [&] {
+    return conn_->query("SELECT reltuples FROM pg_class WHERE oid = 'timewarp.items'::regclass")
+        .text(0, 0);
+  };
+  ASSERT_EQ(reltuples(), "-1") << "the test needs a table never analyzed";
+  EXPECT_FALSE(queue_->analyze_if_stale()) << "nothing to learn from an empty queue";
+  conn_->exec(
+      "INSERT INTO timewarp.items (op, path, source_root) "
+      "SELECT 'UPDATE', '/small/file' || g, '/small' FROM generate_series(1, 600) g");
+  EXPECT_TRUE(queue_->analyze_if_stale());
+  EXPECT_EQ(reltuples(), "600");
+  EXPECT_FALSE(queue_->analyze_if_stale()) << "the statistics know the rows now";
+}
+
 TEST_F(QueueTest, StrategiesOrderTheClaims) {
   auto batch = items(4);
   batch[1].priority = 5;
