@@ -63,12 +63,12 @@ void SyncWorker::wait_until(const std::function<bool()>& done) {
 
 void SyncWorker::wait_idle() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return jobs_.empty() && !running_; });
+  changed_.wait(lock, [this] { return idle_locked(); });
 }
 
 bool SyncWorker::idle() {
   std::lock_guard lock(mutex_);
-  return jobs_.empty() && !running_;
+  return idle_locked();
 }
 
 void SyncWorker::clear_done() {

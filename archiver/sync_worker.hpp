@@ -37,6 +37,8 @@ class SyncWorker : NonCopyable {
 
  private:
   void run();
+  // idle(), with mutex_ held.
+  bool idle_locked() const { return jobs_.empty() && !running_; }
 
   UniqueFd done_fd_;  // an eventfd
   std::mutex mutex_;

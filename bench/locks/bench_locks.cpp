@@ -22,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include "common/fd.hpp"
+
 namespace {
 
 constexpr std::size_t kSlotFiles = 64;
@@ -39,26 +41,20 @@ bool set_lock(int fd, short type, off_t slot) {
 // Two open file descriptions of each of `files` files in `dir`: the holder's and the
 // measured one's.
 struct Layout {
-  std::vector<int> holder, measured;
+  std::vector<tw::UniqueFd> holder, measured;
   Layout(const std::string& dir, std::size_t files) {
     for (std::size_t i = 0; i < files; ++i) {
       const std::string name = fmt::format("{}/{}-{:02x}", dir, files, i);
-      holder.push_back(::open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-      measured.push_back(::open(name.c_str(), O_RDWR | O_CLOEXEC));
-      if (holder.back() < 0 || measured.back() < 0) {
+      holder.emplace_back(::open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+      measured.emplace_back(::open(name.c_str(), O_RDWR | O_CLOEXEC));
+      if (!holder.back() || !measured.back()) {
         fmt::print(stderr, "cannot open {}\n", name);
         std::exit(1);
       }
     }
   }
-  ~Layout() {
-    for (const int fd : holder) ::close(fd);
-    for (const int fd : measured) ::close(fd);
-  }
-  Layout(const Layout&) = delete;
-  Layout& operator=(const Layout&) = delete;
-  int of(const std::vector<int>& fds, off_t slot) const {
-    return fds[static_cast<std::size_t>(slot) % fds.size()];
+  static int of(const std::vector<tw::UniqueFd>& fds, off_t slot) {
+    return fds[static_cast<std::size_t>(slot) % fds.size()].get();
   }
 };
 
@@ -69,18 +65,18 @@ double measure(const Layout& layout, std::size_t held, std::size_t rounds, std::
   std::vector<off_t> taken;
   for (std::size_t i = 0; i < held; ++i) {
     const off_t slot = pick(random);
-    if (set_lock(layout.of(layout.holder, slot), F_WRLCK, slot)) taken.push_back(slot);
+    if (set_lock(Layout::of(layout.holder, slot), F_WRLCK, slot)) taken.push_back(slot);
   }
   std::vector<off_t> slots(rounds);
   for (auto& slot : slots) slot = pick(random);
   const auto start = std::chrono::steady_clock::now();
   for (const off_t slot : slots) {
-    const int fd = layout.of(layout.measured, slot);
+    const int fd = Layout::of(layout.measured, slot);
     // A slot the other holds (about one in four million) is refused and timed all the same.
     if (set_lock(fd, F_WRLCK, slot)) set_lock(fd, F_UNLCK, slot);
   }
   const std::chrono::duration<double, std::micro> spent = std::chrono::steady_clock::now() - start;
-  for (const off_t slot : taken) set_lock(layout.of(layout.holder, slot), F_UNLCK, slot);
+  for (const off_t slot : taken) set_lock(Layout::of(layout.holder, slot), F_UNLCK, slot);
   return spent.count() / static_cast<double>(rounds);
 }
 
