@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/escape.hpp"
+#include "db/status.hpp"
 #include "support/test_support.hpp"
 
 namespace tw::db {
@@ -94,6 +95,34 @@ TEST_F(QueueTest, ClaimWithCoalesceNeverScansTheWholeTable) {
     EXPECT_EQ(claim.claimed, 1000u);
     EXPECT_EQ(claim.seq_scans, 0) << "strategy " << to_string(strategy);
   }
+}
+
+// The history of one path among many (`timewarp status --path`) is found through the path
+// index and the MOVE destinations' index, whatever the table's size: the changes queued for
+// the path, and the rename that brought something to it, and nothing else.
+TEST_F(QueueTest, PathHistoryNeverScansTheWholeTable) {
+  conn_->exec(
+      "INSERT INTO timewarp.items (op, path, source_root, status) "
+      "SELECT 'UPDATE', '/big/file' || (g % 25000), '/big', "
+      "       CASE WHEN g % 3 = 0 THEN 'COMPLETED' ELSE 'NEW' END "
+      "FROM generate_series(1, 50000) g");
+  conn_->exec(
+      "INSERT INTO timewarp.items (op, path, dest_path, source_root) "
+      "VALUES ('MOVE', '/big/elsewhere', '/big/file7', '/big')");
+  conn_->exec("ANALYZE timewarp.items");
+  conn_->exec("BEGIN");
+  const auto history = item_history(*conn_, "/big/file7", 0);
+  const auto scans = conn_->exec(
+      "SELECT seq_scan FROM pg_stat_xact_user_tables "
+      "WHERE schemaname = 'timewarp' AND relname = 'items'");
+  conn_->exec("COMMIT");
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[0].path, "/big/file7");
+  EXPECT_EQ(history[1].path, "/big/file7");
+  EXPECT_EQ(history[2].op, "MOVE");
+  EXPECT_EQ(history[2].dest_path, "/big/file7");
+  ASSERT_EQ(scans.rows(), 1);
+  EXPECT_EQ(scans.int64(0, 0), 0);
 }
 
 // A queue filled faster than autovacuum analyzes it (a first catch-up queues thousands of
