@@ -155,7 +155,7 @@ Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
   BlobCompressor& compressor = expected_size < chunker_.sizes().min ? small_compressor_ : compressor_;
   Sha256 whole;
   std::string whole_done;  // the content's digest, when it was taken early (one chunk)
-  ChunkReader reader(chunker_, fd, shown, read_buffer_);
+  ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
   for (;;) {
     if (cancelled_ && cancelled_()) return retry("cancelled");
     auto view = reader.peek();
@@ -211,7 +211,7 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
   ChunkedContent out;
   Sha256 whole;
   Sha256 before_window;  // `whole` before the window, to go back to when a piece misses
-  ChunkReader reader(chunker_, fd, shown, read_buffer_);
+  ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
   const auto workers = static_cast<std::size_t>(threads_);
   const std::size_t max = chunker_.sizes().max;
   while (thread_compressors_.size() < workers) {

@@ -44,9 +44,10 @@ constexpr std::uint64_t top_bits(int bits) { return bits <= 0 ? 0 : ~0ULL << (64
 
 // What is wrong with sizes that are not valid().
 std::string invalid(const ChunkSizes& sizes) {
-  return fmt::format("chunk sizes {}/{}/{}: need 64 <= min < avg < max <= 1 GiB with avg a "
-                     "power of two",
-                     sizes.min, sizes.avg, sizes.max);
+  return fmt::format(
+      "chunk sizes {}/{}/{}: need 64 <= min < avg < max <= 1 GiB with avg a "
+      "power of two",
+      sizes.min, sizes.avg, sizes.max);
 }
 
 }  // namespace
@@ -127,8 +128,9 @@ std::size_t Chunker::cut_more(std::span<const std::uint8_t> data, bool end, Scan
   return 0;
 }
 
-ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer)
-    : chunker_(chunker), fd_(fd), shown_(std::move(shown)), buffer_(buffer) {
+ChunkReader::ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer,
+                         std::uint64_t size)
+    : chunker_(chunker), fd_(fd), shown_(std::move(shown)), buffer_(buffer), size_(size) {
   if (buffer_.size() < 2 * chunker.sizes().max) buffer_.resize(2 * chunker.sizes().max);
 }
 
@@ -154,6 +156,10 @@ void ChunkReader::compact() {
 Expected<bool> ChunkReader::read_more(std::size_t bytes) {
   bytes = std::min(bytes, buffer_.size() - end_);
   if (eof_ || bytes == 0) return false;
+  const std::uint64_t read_to = offset_ + (end_ - begin_);  // the file offset of end_
+  if (size_ != kUnknownSize && read_to <= size_) {
+    bytes = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, size_ - read_to + 1));
+  }
   const long got = read_some(fd_, buffer_.data() + end_, bytes);
   if (got < 0) return errno_fault(static_cast<int>(-got), Side::Source, "reading " + shown_);
   if (got == 0) {
@@ -161,6 +167,9 @@ Expected<bool> ChunkReader::read_more(std::size_t bytes) {
     return false;
   }
   end_ += static_cast<std::size_t>(got);
+  if (static_cast<std::size_t>(got) < bytes && read_to + static_cast<std::uint64_t>(got) == size_) {
+    eof_ = true;
+  }
   return true;
 }
 

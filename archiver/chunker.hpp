@@ -90,8 +90,14 @@ using ReadBuffer = UninitializedVector<std::uint8_t>;
 class ChunkReader {
  public:
   // `shown` names the file in messages (shown_path). `buffer` (grown to 2 x sizes.max) is
-  // the caller's, so that many files in a row reuse one allocation.
-  ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer);
+  // the caller's, so that many files in a row reuse one allocation. With `size`, the
+  // file's size when it was opened, a read asks for at most one byte past it, and one that
+  // comes back short exactly there has met the file's end: no further read is made to find
+  // it (the one read in three of a small file's syscalls that returned nothing). A file
+  // that has grown gives that byte, and is read on to its end as without `size`.
+  static constexpr std::uint64_t kUnknownSize = UINT64_MAX;
+  ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer,
+              std::uint64_t size = kUnknownSize);
 
   // The next chunk (valid until the following call), empty at the end of the
   // file; a read error is a Fault naming the file (Side::Source).
@@ -125,6 +131,7 @@ class ChunkReader {
   ReadBuffer& buffer_;
   std::size_t begin_ = 0;  // the next chunk starts here
   std::size_t end_ = 0;    // bytes read into buffer_
+  std::uint64_t size_;
   bool eof_ = false;
   std::uint64_t offset_ = 0;
 };

@@ -144,6 +144,55 @@ TEST(Chunker, TheReaderCutsAFileAsTheWholeBufferIsCut) {
   EXPECT_EQ(reader.offset(), data.size());
 }
 
+// Everything a reader hands out, to its end.
+std::string read_all(ChunkReader& reader) {
+  std::string joined;
+  for (;;) {
+    auto chunk = reader.next();
+    EXPECT_TRUE(chunk) << chunk.fault().message;
+    if (!chunk || chunk->empty()) break;
+    joined.append(reinterpret_cast<const char*>(chunk->data()), chunk->size());
+  }
+  return joined;
+}
+
+// Told the file's size, the reader takes a read that stops short there for the file's end
+// and reads no further: the second read below would fail (a pipe with nothing more in it,
+// read without blocking, its writer still open).
+TEST(Chunker, TheReaderToldTheSizeMakesNoReadToFindTheEnd) {
+  const Chunker chunker(kSmall);
+  const auto data = random_bytes(5000, 11);
+  int ends[2];
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd out(ends[0]), in(ends[1]);
+  ASSERT_EQ(::write(in.get(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ReadBuffer buffer;
+  ChunkReader reader(chunker, out.get(), "pipe", buffer, data.size());
+  EXPECT_EQ(read_all(reader), std::string(data.begin(), data.end()));
+  EXPECT_TRUE(reader.at_end());
+}
+
+// The size is what the file had when it was opened: a file that has grown since, or whose
+// size was reported wrong (0 where there is content), is read to its real end all the same,
+// and one that has shrunk ends where its content does.
+TEST(Chunker, TheReaderReadsPastASizeThatWasWrong) {
+  const Chunker chunker(kSmall);
+  const auto data = random_bytes((1 << 20) + 321, 12);
+  test::TempDir dir;
+  const std::string file = dir / "f";
+  test::write_file(file, std::string(data.begin(), data.end()));
+  for (const std::uint64_t told : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4096},
+                                   std::uint64_t{data.size() - 1}, std::uint64_t{data.size()},
+                                   std::uint64_t{data.size() + 1}, std::uint64_t{3} << 20}) {
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd);
+    ReadBuffer buffer;
+    ChunkReader reader(chunker, fd.get(), "f", buffer, told);
+    EXPECT_EQ(read_all(reader), std::string(data.begin(), data.end())) << "told " << told;
+    EXPECT_EQ(reader.offset(), data.size()) << "told " << told;
+  }
+}
+
 // A cut looked for over bytes that come in parts of any size (a chunk store reading only as
 // far as it needs) is the cut of the whole, with no byte looked at twice.
 TEST(Chunker, ACutOverBytesInPartsIsTheCutOfTheWhole) {
