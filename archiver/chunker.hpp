@@ -93,8 +93,8 @@ class ChunkReader {
   // the caller's, so that many files in a row reuse one allocation. With `size`, the
   // file's size when it was opened, a read asks for at most one byte past it, and one that
   // comes back short exactly there has met the file's end: no further read is made to find
-  // it (the one read in three of a small file's syscalls that returned nothing). A file
-  // that has grown gives that byte, and is read on to its end as without `size`.
+  // it (a small file's second read, which returned nothing). A file that has grown gives
+  // that byte, and is read on to its end as without `size`.
   static constexpr std::uint64_t kUnknownSize = UINT64_MAX;
   ChunkReader(const Chunker& chunker, int fd, std::string shown, ReadBuffer& buffer,
               std::uint64_t size = kUnknownSize);
@@ -131,7 +131,7 @@ class ChunkReader {
   ReadBuffer& buffer_;
   std::size_t begin_ = 0;  // the next chunk starts here
   std::size_t end_ = 0;    // bytes read into buffer_
-  std::uint64_t size_;
+  std::uint64_t size_;  // the file's size when opened, or kUnknownSize
   bool eof_ = false;
   std::uint64_t offset_ = 0;
 };

@@ -120,6 +120,19 @@ TEST(Chunker, AnAppendChangesOnlyTheLastChunks) {
   EXPECT_GE(kept, before.size() - 1);
 }
 
+// Everything a reader hands out, to its end; with `lengths`, the length of each chunk.
+std::string read_all(ChunkReader& reader, std::vector<std::size_t>* lengths = nullptr) {
+  std::string joined;
+  for (;;) {
+    auto chunk = reader.next();
+    EXPECT_TRUE(chunk) << chunk.fault().message;
+    if (!chunk || chunk->empty()) break;
+    if (lengths != nullptr) lengths->push_back(chunk->size());
+    joined.append(reinterpret_cast<const char*>(chunk->data()), chunk->size());
+  }
+  return joined;
+}
+
 TEST(Chunker, TheReaderCutsAFileAsTheWholeBufferIsCut) {
   const Chunker chunker(kSmall);
   const auto data = random_bytes((3 << 20) + 12345, 6);
@@ -131,29 +144,9 @@ TEST(Chunker, TheReaderCutsAFileAsTheWholeBufferIsCut) {
   ReadBuffer buffer;
   ChunkReader reader(chunker, fd.get(), "f", buffer);
   std::vector<std::size_t> lengths;
-  std::string joined;
-  for (;;) {
-    auto chunk = reader.next();
-    ASSERT_TRUE(chunk) << chunk.fault().message;
-    if (chunk->empty()) break;
-    lengths.push_back(chunk->size());
-    joined.append(reinterpret_cast<const char*>(chunk->data()), chunk->size());
-  }
+  EXPECT_EQ(read_all(reader, &lengths), std::string(data.begin(), data.end()));
   EXPECT_EQ(lengths, cuts(chunker, data));
-  EXPECT_EQ(joined, std::string(data.begin(), data.end()));
   EXPECT_EQ(reader.offset(), data.size());
-}
-
-// Everything a reader hands out, to its end.
-std::string read_all(ChunkReader& reader) {
-  std::string joined;
-  for (;;) {
-    auto chunk = reader.next();
-    EXPECT_TRUE(chunk) << chunk.fault().message;
-    if (!chunk || chunk->empty()) break;
-    joined.append(reinterpret_cast<const char*>(chunk->data()), chunk->size());
-  }
-  return joined;
 }
 
 // Told the file's size, the reader takes a read that stops short there for the file's end
@@ -181,9 +174,9 @@ TEST(Chunker, TheReaderReadsPastASizeThatWasWrong) {
   test::TempDir dir;
   const std::string file = dir / "f";
   test::write_file(file, std::string(data.begin(), data.end()));
-  for (const std::uint64_t told : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4096},
-                                   std::uint64_t{data.size() - 1}, std::uint64_t{data.size()},
-                                   std::uint64_t{data.size() + 1}, std::uint64_t{3} << 20}) {
+  for (const std::uint64_t told :
+       {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4096}, std::uint64_t{data.size() - 1},
+        std::uint64_t{data.size()}, std::uint64_t{data.size() + 1}, std::uint64_t{3} << 20}) {
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_TRUE(fd);
     ReadBuffer buffer;
