@@ -68,6 +68,9 @@ Response RequestHandler::handle(const Request& request) {
       case Op::Move:
         result = store_->move(*path, *dest, request.order);
         break;
+      case Op::Scan:
+        result = store_->scan(*path, request.order, filter_);
+        break;
     }
   } catch (const std::exception& e) {
     // Only resource exhaustion (bad_alloc) or a bug gets here; the item may succeed later.

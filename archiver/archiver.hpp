@@ -12,8 +12,10 @@ namespace tw::archive {
 
 class RequestHandler {
  public:
-  // `store` may be null: every well-formed request is then answered COMPLETE 0 0.
-  explicit RequestHandler(Store* store) : store_(store) {}
+  // `store` may be null: every well-formed request is then answered COMPLETE 0 0. `filter`
+  // (may be null: none) is what a SCAN leaves alone among a directory's entries.
+  explicit RequestHandler(Store* store, const Filter* filter = nullptr)
+      : store_(store), filter_(filter) {}
 
   // Parses and handles one line (without its newline). Never throws for bad input: a
   // malformed line is answered FAILED PERMANENT naming what was wrong.
@@ -24,6 +26,7 @@ class RequestHandler {
 
  private:
   Store* store_;
+  const Filter* filter_;
 };
 
 }  // namespace tw::archive

@@ -296,7 +296,18 @@ int run(int argc, char** argv) {
     store.emplace(std::move(opened.value()));
   }
   spdlog::debug("ready ({})", null_mode ? "null mode" : config.backup_root);
-  tw::archive::RequestHandler handler(store ? &*store : nullptr);
+  // What a SCAN leaves alone among a directory's entries: what the monitor would not queue.
+  // An archiver given no source directories (run by hand) leaves nothing alone.
+  std::optional<tw::Filter> filter;
+  if (!config.source_dirs.empty()) {
+    try {
+      filter.emplace(tw::Filter::from_config(config));
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      return 2;
+    }
+  }
+  tw::archive::RequestHandler handler(store ? &*store : nullptr, filter ? &*filter : nullptr);
   // A quiet archive's catalog is one file: its journal folded in a second after the last
   // request (FORMAT.md, "Format 2").
   Answers answers(store ? &*store : nullptr);

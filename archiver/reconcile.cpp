@@ -7,6 +7,7 @@
 // the two of a MOVE step (taken in key order), and never takes a lock while holding
 // another otherwise, so two archivers cannot deadlock whatever their requests say.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -254,6 +255,64 @@ Expected<std::uint64_t> Store::Impl::reconcile(std::string_view raw, Op hint) {
   auto path = normalize_path(raw);
   if (!path) return permanent(path.error());
   return reconcile_path(*path, hint);
+}
+
+Expected<std::uint64_t> Store::Impl::scan(std::string_view raw, const Filter* filter) {
+  auto path = normalize_path(raw);
+  if (!path) return permanent(path.error());
+  auto own = reconcile_path(*path, Op::Update);
+  if (!own) return own.fault();
+  std::uint64_t bytes = *own;
+  auto look = look_at(*path);
+  if (!look) return look.fault();
+  // No longer a directory: the reconcile above has recorded what is there.
+  if (!look->is_directory()) return bytes;
+  auto names = list_looked(*look, shown_path(*path));
+  if (!names) return names.fault();
+  UniqueFd dir = open_looked(*look, true);
+  if (!dir) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path(*path)));
+  // Each entry but the subdirectories (each is its own request's, with what it holds) as a
+  // STAT: content is read only where size or mtime differ from the latest version. An
+  // entry gone since the listing is looked at all the same (a tombstone if it was
+  // archived). A fault on one entry does not stop the others.
+  const auto left_alone = [&](const std::string& name) {
+    struct stat st {};
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    return S_ISDIR(st.st_mode) || (filter != nullptr && filter->too_big(st));
+  };
+  std::optional<Fault> first;
+  std::size_t faults = 0;
+  bool any_retry = false;
+  for (const auto& name : *names) {
+    if (cancelled()) return retry("cancelled");
+    const std::string entry = join_path(*path, name);
+    if (filter != nullptr && filter->excluded(entry)) continue;
+    if (left_alone(name)) continue;
+    auto done = [&]() -> Expected<std::uint64_t> {
+      auto settled = settle(entry, Op::Stat);
+      if (!settled) return settled.fault();
+      // A fifo, socket or device is not archived, and not reported: a scan queues none.
+      // A directory now (made since the look above) is its own request's.
+      if (settled->found == Found::Directory) return settled->bytes;
+      auto structure = settle_structure(entry, false);
+      if (!structure) return structure.fault();
+      return settled->bytes + *structure;
+    }();
+    if (done) {
+      bytes += *done;
+      continue;
+    }
+    ++faults;
+    any_retry = any_retry || done.fault().outcome == Outcome::FailedRetry;
+    if (!first) first = done.fault();
+  }
+  if (!first) return bytes;
+  if (faults == 1) return *first;
+  Fault summary = *first;
+  summary.outcome = any_retry ? Outcome::FailedRetry : Outcome::FailedPermanent;
+  summary.message = fmt::format("{} entries of {} not archived; the first: {}", faults,
+                                shown_path(*path), first->message);
+  return summary;
 }
 
 Expected<std::uint64_t> Store::Impl::move(std::string_view raw_from, std::string_view raw_to) {

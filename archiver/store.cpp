@@ -441,6 +441,10 @@ ArchiveResult Store::move(std::string_view from, std::string_view to, QueueOrder
   impl_->order = order;
   return to_archive_result(impl_->move(from, to));
 }
+ArchiveResult Store::scan(std::string_view path, QueueOrder order, const Filter* filter) {
+  impl_->order = order;
+  return to_archive_result(impl_->scan(path, filter));
+}
 
 Result<std::vector<Version>> Store::versions(std::string_view raw) const {
   auto path = normalize_path(raw);

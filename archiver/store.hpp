@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/filters.hpp"
 #include "common/protocol.hpp"
 #include "common/result.hpp"
 
@@ -170,7 +171,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  // The four requests of the line protocol. Paths are raw, absolute. None is replayed as
+  // The requests of the line protocol. Paths are raw, absolute. None is replayed as
   // an edit: each makes the archive's latest state of its path (and of what is archived
   // beneath it) equal to the disk now; the op only hints at what changed (DESIGN.md,
   // "Convergence"). STAT takes the latest content over when size and mtime are unchanged;
@@ -183,6 +184,12 @@ class Store {
   ArchiveResult stat(std::string_view path, QueueOrder order = {});
   ArchiveResult remove(std::string_view path, QueueOrder order = {});  // DELETE
   ArchiveResult move(std::string_view from, std::string_view to, QueueOrder order = {});
+  // SCAN: the directory as UPDATE does, then each of its entries but its subdirectories as
+  // STAT does (a file whose size and mtime match its latest version is not read).
+  // Entries `filter` excludes, or finds too big, are left alone (nullptr: none is). A path
+  // that is no longer a directory is reconciled as UPDATE does. An entry that cannot be
+  // archived does not stop the others; the answer then names it.
+  ArchiveResult scan(std::string_view path, QueueOrder order = {}, const Filter* filter = nullptr);
 
   // Group commit (format 2; on format 1 every version is durable when its request
   // returns, and these change nothing; FORMAT.md, "Format 2", Group commit). After

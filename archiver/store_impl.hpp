@@ -235,6 +235,8 @@ struct Store::Impl {
   // MOVE: as reconcile for both names, with the history following the file where the
   // disk confirms the rename.
   Expected<std::uint64_t> move(std::string_view raw_from, std::string_view raw_to);
+  // SCAN (Store::scan).
+  Expected<std::uint64_t> scan(std::string_view raw, const Filter* filter);
   // Looks at `path` and commits what it sees, under its lock; nothing beneath it.
   Expected<Committed> settle(const std::string& path, Op hint);
   // The commit step for a look made under the path's lock: a version of what is there, a

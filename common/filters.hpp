@@ -59,6 +59,8 @@ class Filter {
   bool excluded(std::string_view path) const;
   // True for a regular file over max_file_size: not queued (its older versions stay).
   bool too_big(const struct stat& st) const;
+  // True when some file may be too big (max_file_size set).
+  bool limits_size() const { return max_file_size_ > 0; }
 
   const std::vector<std::string>& roots() const { return roots_; }
   // The root `path` belongs to (the longest containing one), or "" when none.

@@ -12,7 +12,7 @@ namespace tw {
 namespace {
 
 // The ops and their names on the wire, in the order of enum Op.
-constexpr std::array<std::string_view, 4> kOpNames = {"UPDATE", "STAT", "DELETE", "MOVE"};
+constexpr std::array<std::string_view, 5> kOpNames = {"UPDATE", "STAT", "DELETE", "MOVE", "SCAN"};
 
 // Shows a fragment of a bad line in an error message, escaped so it stays on one line.
 std::string excerpt(std::string_view text) {

@@ -14,7 +14,10 @@
 
 namespace tw {
 
-enum class Op { Update, Stat, Delete, Move };  // named in protocol.cpp's kOpNames, in order
+// Scan: a directory and its entries other than subdirectories (archiver/FORMAT.md,
+// "Operations"): what the monitor's scan of a whole source queues for a directory where
+// many entries differ from the archive, instead of one item per entry.
+enum class Op { Update, Stat, Delete, Move, Scan };  // named in protocol.cpp's kOpNames, in order
 
 std::string_view to_string(Op op);
 std::optional<Op> parse_op(std::string_view text);

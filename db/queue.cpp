@@ -156,6 +156,7 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     std::size_t index;
     Op newest_op;
     bool any_update;
+    bool any_scan;
   };
   std::unordered_map<std::string, Group> groups;
   std::int64_t horizon = 0;  // every id up to the largest claimed was handed out before now
@@ -172,12 +173,14 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     item.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, result.int64(r, 7)));
     if (result.text(r, 6) == "t") {
       const auto [it, fresh] =
-          groups.try_emplace(item.path, Group{items.size(), item.op, item.op == Op::Update});
+          groups.try_emplace(item.path, Group{items.size(), item.op, item.op == Op::Update,
+                                              item.op == Op::Scan});
       if (!fresh) {
         Group& g = it->second;
         ClaimedItem& lead = items[g.index];
         lead.followers.push_back(item.id);
         g.any_update = g.any_update || item.op == Op::Update;
+        g.any_scan = g.any_scan || item.op == Op::Scan;
         if (item.id > lead.order.newest) {
           lead.order.newest = item.id;
           g.newest_op = item.op;
@@ -187,11 +190,15 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     }
     items.push_back(std::move(item));
   }
-  // The newest change decides the op, but a STAT never hides an UPDATE.
+  // The newest change decides the op, but a STAT never hides an UPDATE, and a SCAN (which
+  // does what any other op on its path does, and looks at the directory's entries too) is
+  // never hidden.
   for (const auto& [path, g] : groups) {
     ClaimedItem& lead = items[g.index];
     if (lead.followers.empty()) continue;
-    lead.op = g.newest_op == Op::Stat && g.any_update ? Op::Update : g.newest_op;
+    lead.op = g.any_scan                               ? Op::Scan
+              : g.newest_op == Op::Stat && g.any_update ? Op::Update
+                                                        : g.newest_op;
   }
   for (auto& item : items) item.order.horizon = horizon;
   return items;

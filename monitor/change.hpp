@@ -3,6 +3,7 @@
 // to the database.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,18 +27,24 @@ struct Change {
   std::optional<std::int64_t> size;  // of the file when the change was seen
   std::optional<double> mtime;       // seconds since the epoch
   int priority = kLivePriority;
+  // How many changes this one stands for: a SCAN, its directory's and its entries' (what
+  // fills the batcher's window); any other, one.
+  std::size_t weight = 1;
 
   static Change update(std::string path, bool is_dir = false) {
-    return {Op::Update, std::move(path), {}, is_dir, {}, {}, kLivePriority};
+    return {Op::Update, std::move(path), {}, is_dir, {}, {}, kLivePriority, 1};
   }
   static Change stat(std::string path, bool is_dir = false) {
-    return {Op::Stat, std::move(path), {}, is_dir, {}, {}, kLivePriority};
+    return {Op::Stat, std::move(path), {}, is_dir, {}, {}, kLivePriority, 1};
   }
   static Change remove(std::string path, bool is_dir = false) {
-    return {Op::Delete, std::move(path), {}, is_dir, {}, {}, kLivePriority};
+    return {Op::Delete, std::move(path), {}, is_dir, {}, {}, kLivePriority, 1};
+  }
+  static Change scan(std::string dir, std::size_t weight) {
+    return {Op::Scan, std::move(dir), {}, true, {}, {}, kLivePriority, weight};
   }
   static Change move(std::string from, std::string to, bool is_dir = false) {
-    return {Op::Move, std::move(from), std::move(to), is_dir, {}, {}, kLivePriority};
+    return {Op::Move, std::move(from), std::move(to), is_dir, {}, {}, kLivePriority, 1};
   }
 };
 

@@ -31,6 +31,7 @@ void EventBatcher::add(std::vector<Change> changes) {
 }
 
 std::size_t EventBatcher::append(Change change) {
+  weight_ += change.weight;
   slots_.push_back(std::move(change));
   ++live_;
   return slots_.size() - 1;
@@ -38,6 +39,7 @@ std::size_t EventBatcher::append(Change change) {
 
 void EventBatcher::drop(std::size_t index) {
   if (!slots_[index]) return;
+  weight_ -= slots_[index]->weight;
   slots_[index].reset();
   --live_;
 }
@@ -60,13 +62,14 @@ void EventBatcher::drop_path(const std::string& path, bool and_beneath) {
 
 bool EventBatcher::add_locked(Change change) {
   const bool was_empty = live_ == 0;
+  const bool was_full = weight_ >= limit_;
   if (change.op == Op::Move) {
     add_move(std::move(change));
   } else {
     add_path_change(std::move(change));
   }
   if (was_empty && live_ > 0) window_opened_ = Clock::now();
-  return (was_empty && live_ > 0) || live_ == limit_;
+  return (was_empty && live_ > 0) || (!was_full && weight_ >= limit_);
 }
 
 // Rules 3 and 4 of the header.
@@ -106,9 +109,11 @@ void EventBatcher::add_path_change(Change change) {
   if (auto it = by_path_.find(change.path); it != by_path_.end()) {
     const Change& earlier = *slots_[it->second];
     if (change.op == Op::Stat && earlier.op != Op::Stat) change.op = Op::Update;
+    if (earlier.op == Op::Scan && change.op != Op::Delete) change.op = Op::Scan;
     if (!change.size) change.size = earlier.size;
     if (!change.mtime) change.mtime = earlier.mtime;
     change.priority = std::max(change.priority, earlier.priority);
+    change.weight = std::max(change.weight, earlier.weight);
     drop(it->second);
     by_path_.erase(it);
   }
@@ -121,13 +126,13 @@ std::optional<EventBatcher::Clock::time_point> EventBatcher::due() const {
   std::lock_guard lock(mutex_);
   if (live_ == 0) return std::nullopt;
   if (retry_at_) return retry_at_;
-  if (live_ >= limit_) return window_opened_;  // full: due since it opened
+  if (weight_ >= limit_) return window_opened_;  // full: due since it opened
   return *window_opened_ + delay_;
 }
 
 std::vector<Change> EventBatcher::take() {
   std::lock_guard lock(mutex_);
-  limit_ = live_ >= limit_ ? std::min(2 * limit_, max_items_) : first_items_;
+  limit_ = weight_ >= limit_ ? std::min(2 * limit_, max_items_) : first_items_;
   std::vector<Change> out;
   out.reserve(live_);
   for (auto& slot : slots_) {
@@ -137,6 +142,7 @@ std::vector<Change> EventBatcher::take() {
   by_path_.clear();
   move_by_dest_.clear();
   live_ = 0;
+  weight_ = 0;
   window_opened_.reset();
   retry_at_.reset();
   return out;
@@ -150,6 +156,7 @@ void EventBatcher::restore(std::vector<Change> changes, Clock::time_point retry_
     by_path_.clear();
     move_by_dest_.clear();
     live_ = 0;
+    weight_ = 0;
     for (auto& c : changes) add_locked(std::move(c));
     for (auto& slot : waiting) {
       if (slot) add_locked(std::move(*slot));

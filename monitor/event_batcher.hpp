@@ -10,7 +10,9 @@
 // The rules, within one window:
 //   1. One path, several UPDATE/STAT/DELETE: one change, in the place of the latest (it
 //      looks last). Its op is the latest one's, except that a STAT after an UPDATE or a
-//      DELETE is an UPDATE (the op only hints at what to read); the higher priority wins.
+//      DELETE is an UPDATE (the op only hints at what to read), and an UPDATE or STAT after
+//      a SCAN is a SCAN (the SCAN stands for changes of the directory's entries no event
+//      told of); the higher priority wins.
 //   2. A DELETE of a directory D also drops the waiting UPDATE/STAT/DELETE of the paths
 //      beneath D: they were gone when D was, the DELETE reconciles everything archived
 //      beneath D, and whatever appears beneath D afterwards comes with changes of its own,
@@ -74,7 +76,8 @@ class EventBatcher {
   void set_delay(std::chrono::milliseconds delay) EXCLUDES(mutex_);
   std::size_t size() const EXCLUDES(mutex_);
   // How many waiting changes make the open window due at once: from Options::first_items
-  // up to Options::max_items.
+  // up to Options::max_items. A change counts for its weight (a SCAN, for the changes it
+  // stands for).
   std::size_t window_limit() const EXCLUDES(mutex_);
 
  private:
@@ -95,6 +98,7 @@ class EventBatcher {
   // Slots in arrival order; a dropped or merged change leaves an empty slot.
   std::vector<std::optional<Change>> slots_ GUARDED_BY(mutex_);
   std::size_t live_ GUARDED_BY(mutex_) = 0;
+  std::size_t weight_ GUARDED_BY(mutex_) = 0;  // the live changes' weights: what fills a window
   std::size_t limit_ GUARDED_BY(mutex_);
   // The slot of each path's waiting UPDATE/STAT/DELETE, and of each MOVE by destination.
   std::map<std::string, std::size_t> by_path_ GUARDED_BY(mutex_);

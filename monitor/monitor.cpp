@@ -85,7 +85,7 @@ PendingLookup make_pending_lookup(std::string conninfo) {
       auto path = unescape_bytes(stored);
       if (!path) continue;
       const auto op = parse_op(op_text);
-      pending.paths[*path] |= op == Op::Update                       ? PendingSet::kUpdate
+      pending.paths[*path] |= op == Op::Update || op == Op::Scan     ? PendingSet::kUpdate
                               : (op == Op::Delete || op == Op::Move) ? PendingSet::kDelete
                                                                      : 0u;
     }

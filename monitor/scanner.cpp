@@ -27,6 +27,15 @@ std::string rebase(const std::string& path, const std::string& from, const std::
 // Entries looked at per step of a whole scan: between two, the caller checks for a stop.
 constexpr std::size_t kWholeScanStep = 256;
 
+// A directory's changed entries go as one SCAN when at least a quarter of its entries
+// (subdirectories aside) differ, and two or more do, or one does beside the directory's
+// own change; not for more than kScanMaxEntries entries, whose changes go out as items
+// (one SCAN runs on one archiver; items spread over them all). A file of kScanFileLimit
+// bytes or more keeps an item of its own.
+constexpr std::size_t kScanShare = 4;
+constexpr std::uint64_t kScanMaxEntries = 1024;
+constexpr std::int64_t kScanFileLimit = std::int64_t{1} << 20;
+
 }  // namespace
 
 void describe(Change& change, const struct stat& st) {
@@ -102,6 +111,7 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
   const dirent* entry = ::readdir(listing_.get());
   if (entry == nullptr) {
     listing_.reset();
+    leave_listing(out);
     // Depth first, in listing order.
     for (auto it = subdirs_.rbegin(); it != subdirs_.rend(); ++it) {
       dirs_.push_back({std::move(*it), std::nullopt});
@@ -117,10 +127,42 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
   if (::lstat(path.c_str(), &st) != 0) return true;  // gone meanwhile: its event follows
   if (S_ISDIR(st.st_mode)) {
     subdirs_.push_back(std::move(path));
-  } else {
+    return true;
+  }
+  if (!request_.scans || entries_streamed_ ||
+      (S_ISREG(st.st_mode) && st.st_size >= kScanFileLimit)) {
     consider(path, st, out);
+    return true;
+  }
+  ++entry_files_;
+  consider(path, st, entry_changes_);
+  if (entry_files_ > kScanMaxEntries) {  // too many for one SCAN
+    for (auto& c : entry_changes_) out.push_back(std::move(c));
+    entry_changes_.clear();
+    entries_streamed_ = true;
   }
   return true;
+}
+
+void ScanWalk::leave_listing(std::vector<Change>& out) {
+  const std::size_t n = entry_changes_.size();
+  Pending& leave = dirs_.back();  // listing_dir_'s own change, queued after its subdirectories
+  const bool own = leave.on_leave.has_value();
+  if (!entries_streamed_ && n > 0 && n * kScanShare >= entry_files_ && (n >= 2 || own)) {
+    Change scan = Change::scan(listing_dir_, n + (own ? 1 : 0));
+    scan.priority = request_.priority;
+    std::int64_t bytes = 0;
+    for (const auto& c : entry_changes_) bytes += c.size.value_or(0);
+    scan.size = bytes;
+    if (own) scan.mtime = leave.on_leave->mtime;
+    stats_.changes -= n + (own ? 1 : 0) - 1;
+    leave.on_leave = std::move(scan);
+  } else {
+    for (auto& c : entry_changes_) out.push_back(std::move(c));
+  }
+  entry_changes_.clear();
+  entry_files_ = 0;
+  entries_streamed_ = false;
 }
 
 // An archived path that is gone: one DELETE for the topmost of each gone subtree (the

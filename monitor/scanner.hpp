@@ -13,6 +13,14 @@
 // once per directory; queued last, it waits alone for its entries while the walk's next
 // changes go on. The order of the queue decides nothing else: every request reconciles
 // the archive with what is on disk when it runs.
+// A scan of a whole source (ScanRequest::scans: the start-up catch-up, the rescans) queues
+// a directory where many entries differ from the archive (a first backup) as one SCAN of
+// it, standing for its own change and theirs (the archiver looks at each entry itself),
+// instead of an item each: see kScan* in scanner.cpp. Subdirectories, and files of 1 MiB
+// or more, keep items of their own (a large file's own request runs beside the rest). The
+// scan of a directory seen made or moved in queues an item per entry: its entries are
+// often still being written, and the events of those fold into the scan's items.
+
 // Not thread-safe: one Scanner (or ScanWalk) per thread (it uses the ArchiveView).
 #pragma once
 
@@ -56,6 +64,7 @@ struct ScanRequest {
   // outlive the walk.
   const PendingSet* pending = nullptr;
   int priority = kLivePriority;  // of the changes found
+  bool scans = false;            // queue a directory whose entries differ as one SCAN
 };
 
 struct ScanStats {
@@ -94,6 +103,8 @@ class ScanWalk {
   void consider(const std::string& path, const struct stat& st, std::vector<Change>& out);
   void check_deleted(const std::string& archived, std::vector<Change>& out);
   void push(std::vector<Change>& out, Change change);
+  // At the end of listing_dir_: its entries' changes, as they are or as one SCAN.
+  void leave_listing(std::vector<Change>& out);
 
   const Filter& filter_;
   ArchiveView& archive_;
@@ -112,6 +123,11 @@ class ScanWalk {
   std::unique_ptr<DIR, int (*)(DIR*)> listing_{nullptr, ::closedir};
   std::string listing_dir_;
   std::vector<std::string> subdirs_;  // of listing_dir_, in listing order
+  // The changes found among listing_dir_'s entries (subdirectories and large files aside),
+  // held until its listing ends to be queued as they are or as one SCAN.
+  std::vector<Change> entry_changes_;
+  std::uint64_t entry_files_ = 0;  // its entries looked at (subdirectories aside)
+  bool entries_streamed_ = false;   // too many for a SCAN: its changes go out as found
   std::vector<std::string> unreadable_;
   std::vector<std::string> archived_;  // beneath archived_as, for the deletes
   std::size_t archived_next_ = 0;

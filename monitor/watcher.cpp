@@ -130,7 +130,7 @@ void Watcher::catch_up() {
       lost_roots_.insert(root);
       continue;
     }
-    const auto stats = scan(root, root, true, pending ? &*pending : nullptr);
+    const auto stats = scan(root, root, true, pending ? &*pending : nullptr, nullptr, true);
     entries += stats.entries;
     flush();
   }
@@ -441,17 +441,21 @@ void Watcher::resolve_moves(bool all) {
 }
 
 ScanStats Watcher::scan(const std::string& dir, const std::string& archived_as, bool find_deletes,
-                        const PendingSet* pending, std::unordered_set<std::string>* watched) {
+                        const PendingSet* pending, std::unordered_set<std::string>* watched,
+                        bool whole) {
   std::vector<Change> found;
+  std::size_t weighed = 0, weight = 0;  // found[0, weighed) weigh `weight`
   const auto stats = scanner_.scan(
-      {dir, archived_as, find_deletes, pending},
-      [this, &found, watched](const std::string& d) {
+      {dir, archived_as, find_deletes, pending, kLivePriority, whole},
+      [this, &found, &weighed, &weight, watched](const std::string& d) {
         if (watch(d) && watched != nullptr) watched->insert(d);
         // As many as fill a window, which then goes to the database at once: the first
         // changes are archived while the scan goes on.
-        if (found.size() >= batcher_.window_limit()) {
+        for (; weighed < found.size(); ++weighed) weight += found[weighed].weight;
+        if (weight >= batcher_.window_limit()) {
           for (auto& c : found) emit(std::move(c));
           found.clear();
+          weighed = weight = 0;
           flush();
         }
       },
@@ -470,7 +474,7 @@ void Watcher::rescan_all(const char* why) {
   std::unordered_set<std::string> visited;
   for (const auto& root : filter_.roots()) {
     if (lost_roots_.count(root)) continue;
-    scan(root, root, true, pending ? &*pending : nullptr, &visited);
+    scan(root, root, true, pending ? &*pending : nullptr, &visited, true);
   }
   // Watches of directories that are gone or were renamed while events were lost.
   for (auto it = path_wd_.begin(); it != path_wd_.end();) {
@@ -518,7 +522,7 @@ void Watcher::rescan_some() {
       pass_->walk = std::make_unique<ScanWalk>(
           filter_, archive_,
           ScanRequest{root, root, true, pass_->pending ? &*pass_->pending : nullptr,
-                      kRescanPriority});
+                      kRescanPriority, true});
     }
     if (pass_->walk->step(
             kRescanStep, [this](const std::string& d) { watch(d); }, found)) {
@@ -553,7 +557,7 @@ void Watcher::retry_unwatched() {
     const std::string root = *it;
     it = lost_roots_.erase(it);
     spdlog::warn("source directory {} is back: catching up", shown_path(root));
-    scan(root, root, true, pending_now());
+    scan(root, root, true, pending_now(), nullptr, true);
   }
   // Each unwatched directory not beneath another one (whose scan covers it).
   std::vector<std::string> tops;

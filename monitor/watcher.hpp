@@ -155,9 +155,11 @@ class Watcher : NonCopyable {
   void resolve_moves(bool all);
   // Scans `dir` against what is archived as `archived_as`, watching every directory it
   // enters (and, when `watched` is given, adding there each one that is watched now), and
-  // hands what it finds to the batcher a full window (its max_items) at a time.
+  // hands what it finds to the batcher a full window (its max_items) at a time. `whole`:
+  // a whole source's scan (ScanRequest::scans).
   ScanStats scan(const std::string& dir, const std::string& archived_as, bool find_deletes,
-                 const PendingSet* pending, std::unordered_set<std::string>* watched = nullptr);
+                 const PendingSet* pending, std::unordered_set<std::string>* watched = nullptr,
+                 bool whole = false);
   void rescan_all(const char* why);
   void rescan_some();
   void retry_unwatched();

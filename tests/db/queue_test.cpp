@@ -235,6 +235,29 @@ TEST_F(QueueTest, CoalesceFoldsChangesToOnePath) {
   EXPECT_EQ(queue_->claim({sid_, 10, Strategy::Fifo, 60, false}).size(), 2u);
 }
 
+// A SCAN looks at the directory's entries too: whatever folds into it, or it into, the
+// item that runs is a SCAN (a later UPDATE or DELETE of the directory would not look at
+// the entries whose changes the SCAN stands for).
+TEST_F(QueueTest, CoalescingNeverHidesAScan) {
+  auto ids = queue_->enqueue(std::vector<NewItem>{
+      {Op::Scan, "/src/d", "", "/src", 0, {}, {}},
+      {Op::Scan, "/src/e", "", "/src", 0, {}, {}},
+      {Op::Update, "/src/d", "", "/src", 0, {}, {}},
+      {Op::Delete, "/src/e", "", "/src", 0, {}, {}},
+      {Op::Stat, "/src/f", "", "/src", 0, {}, {}},
+      {Op::Scan, "/src/f", "", "/src", 0, {}, {}},
+  });
+  auto claimed = queue_->claim({sid_, 10, Strategy::Fifo, 60, true});
+  ASSERT_EQ(claimed.size(), 3u);
+  for (const auto& item : claimed) {
+    EXPECT_EQ(item.op, Op::Scan) << item.path;
+    EXPECT_EQ(item.followers.size(), 1u) << item.path;
+  }
+  EXPECT_EQ(claimed[0].order.newest, ids[2]);
+  EXPECT_EQ(claimed[1].order.newest, ids[3]);
+  EXPECT_EQ(claimed[2].order.newest, ids[5]);
+}
+
 TEST_F(QueueTest, CompleteOnlyFromTheLeaseHolder) {
   const auto ids = queue_->enqueue(items(2));
   const auto other = queue_->register_scheduler("other-host", 2, "fifo", 10, 1);

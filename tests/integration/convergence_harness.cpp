@@ -263,6 +263,7 @@ Result Trial::run() {
     log_.add("system", fmt::format("seed {}, faults: {}, work directory {}", options_.seed,
                                    options_.faults.describe(), work_));
     try {
+      for (int i = 0; i < options_.initial_operations; ++i) generator.step();
       system.start_monitor();
       // The first operations wait for the first catch-up: a start racing with changes is
       // the kill-monitor fault's business.

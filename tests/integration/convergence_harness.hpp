@@ -28,6 +28,9 @@ struct Options {
   Faults faults;
   int moments = 5;  // quiet moments; the last one ends the run
   int bursts_per_moment = 5;
+  // Operations made before the monitor starts: its first catch-up archives a tree, as a
+  // first backup does (queued as SCANs of folders), not an empty folder.
+  int initial_operations = 40;
   int max_burst = 25;          // operations per burst: 1 to this many, back to back
   int max_pause_ms = 300;      // pause between bursts: 0 to this (often inside one window)
   double fault_chance = 0.35;  // per burst, and once per quiet moment while it drains

@@ -69,9 +69,9 @@ TEST_F(MonitorChanges, RenamedFileKeepsItsHistoryUnderTheOldNameAndLinksTheNewOn
   test::write_file(a, "v1");
   h_->start();
   ASSERT_TRUE(h_->wait_catchup());
-  ASSERT_TRUE(h_->wait_done("UPDATE", a));
+  ASSERT_TRUE(h_->wait_done("SCAN", h_->src().string()));  // the catch-up's, with a in it
   test::write_file(a, "v2");
-  ASSERT_TRUE(h_->wait_done("UPDATE", a, 2));
+  ASSERT_TRUE(h_->wait_done("UPDATE", a));
 
   fs::rename(a, b);
   ASSERT_TRUE(test::wait_until(
@@ -91,8 +91,9 @@ TEST_F(MonitorChanges, RenamedDirectoryLinksEveryPathBeneathItToItsOldName) {
   test::write_file(h_->path("old/deep/y"), "y1");
   h_->start();
   ASSERT_TRUE(h_->wait_catchup());
-  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("old/deep/y")));
-  ASSERT_TRUE(h_->wait_done("UPDATE", h_->path("old/x")));
+  // The catch-up's SCANs of each folder, with its files.
+  ASSERT_TRUE(h_->wait_done("SCAN", h_->path("old/deep")));
+  ASSERT_TRUE(h_->wait_done("SCAN", h_->path("old")));
 
   fs::rename(h_->path("old"), h_->path("new"));
   ASSERT_TRUE(test::wait_until(

@@ -53,6 +53,43 @@ TEST(EventBatcher, DeleteWinsAndARecreatedPathIsAnUpdate) {
   EXPECT_EQ(show(b.take()), "UPDATE:/s/a");
 }
 
+// A SCAN stands for changes of the directory's entries that no event told of: a later
+// UPDATE or STAT of the directory does not hide it; a DELETE does (the directory is gone,
+// and whatever appears in its place comes with changes of its own).
+TEST(EventBatcher, AScanStaysAScanUntilItsDirectoryIsDeleted) {
+  EventBatcher b({100ms, 1000});
+  b.add(Change::scan("/s/d", 40));
+  b.add(Change::update("/s/d", true));
+  b.add(Change::stat("/s/d", true));
+  b.add(Change::update("/s/e", true));
+  b.add(Change::scan("/s/e", 3));
+  EXPECT_EQ(show(b.take()), "SCAN:/s/d SCAN:/s/e");
+  b.add(Change::scan("/s/d", 40));
+  b.add(Change::remove("/s/d", true));
+  EXPECT_EQ(show(b.take()), "DELETE:/s/d");
+}
+
+// A SCAN fills the window by the changes it stands for, so a scan's first directories
+// reach the database at once, not after event_delay.
+TEST(EventBatcher, AScanCountsForTheChangesItStandsFor) {
+  int notified = 0;
+  EventBatcher b({10s, 100, 10}, [&] { ++notified; });
+  b.add(Change::scan("/s/d", 6));
+  EXPECT_GT(*b.due(), EventBatcher::Clock::now());
+  b.add(Change::scan("/s/e", 4));
+  EXPECT_EQ(notified, 2);  // opened, then full
+  EXPECT_LE(*b.due(), EventBatcher::Clock::now());
+  EXPECT_EQ(b.size(), 2u);
+  EXPECT_EQ(b.take().size(), 2u);
+  EXPECT_EQ(b.window_limit(), 20u) << "a full window doubles the next";
+  // Folding a SCAN with a change of its directory keeps the larger weight, not the sum.
+  b.add(Change::scan("/s/d", 15));
+  b.add(Change::update("/s/d", true));
+  EXPECT_GT(*b.due(), EventBatcher::Clock::now());
+  b.add(Change::scan("/s/e", 5));
+  EXPECT_LE(*b.due(), EventBatcher::Clock::now());
+}
+
 TEST(EventBatcher, DeletingADirectoryDropsTheWaitingChangesBeneathItButNoMove) {
   EventBatcher b({100ms, 1000});
   b.add(Change::update("/s/d/x"));

@@ -320,5 +320,73 @@ TEST_F(ScannerTest, AWalkInSlicesFindsWhatAWholeScanFinds) {
   EXPECT_EQ(walk.stats().changes, whole.size());
 }
 
+// A whole source's scan (a first backup here) queues each directory with the entries that
+// differ as one SCAN, in the directory's place (after everything beneath it), in slices
+// or at once; a file of 1 MiB or more keeps an item of its own.
+TEST_F(ScannerTest, AWholeSourceScanQueuesADirectoryAndItsEntriesAsOneScan) {
+  write("a", "1");
+  write("big", std::string(1 << 20, 'b'));
+  write("d/b", "2");
+  write("d/e/c", "3");
+  write("d/e/f", "4");
+  write("g/h", "5");
+  fs::create_directories(path("empty"));
+  ArchiveView view((dir_ / "no-archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  for (const std::size_t budget : {std::size_t{1}, std::size_t{1000}}) {
+    ScanWalk walk(filter, view, {src_, src_, true, nullptr, kRescanPriority, true});
+    std::vector<Change> changes;
+    while (!walk.step(budget, {}, changes)) {
+    }
+    std::vector<std::string> out;
+    std::size_t weight = 0;
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      const Change& c = changes[i];
+      out.push_back(std::string(to_string(c.op)) + " " + c.path);
+      EXPECT_EQ(c.priority, kRescanPriority);
+      weight += c.weight;
+      if (c.path == path("d/e")) EXPECT_EQ(c.size, 2) << "the bytes of the entries it stands for";
+      for (std::size_t j = i + 1; j < changes.size(); ++j) {
+        EXPECT_FALSE(path_within(changes[j].path, c.path)) << changes[j].path << " after " << c.path;
+      }
+    }
+    std::sort(out.begin(), out.end());
+    EXPECT_EQ(out, (std::vector<std::string>{"SCAN " + src_, "SCAN " + path("d"),
+                                             "SCAN " + path("d/e"), "SCAN " + path("g"),
+                                             "UPDATE " + path("big"), "UPDATE " + path("empty")}))
+        << "budget " << budget;
+    EXPECT_EQ(walk.stats().changes, changes.size());
+    EXPECT_EQ(weight, 11u) << "every directory and file it stands for";
+  }
+}
+
+TEST_F(ScannerTest, AScanIsQueuedWhereAQuarterOfTheEntriesDifferAndNotForHugeDirectories) {
+  for (int i = 0; i < 20; ++i) write(fmt::format("d/f{:02}", i), "1");
+  archive_all();
+  const auto whole = [&] {
+    ArchiveView view((dir_ / "archive").string());
+    const Filter filter({src_}, {}, {}, 0);
+    Scanner scanner(filter, view);
+    std::vector<Change> changes;
+    scanner.scan({src_, src_, true, nullptr, kLivePriority, true}, {}, changes);
+    std::vector<std::string> out;
+    for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (int i = 0; i < 4; ++i) write(fmt::format("d/f{:02}", i), "22");
+  EXPECT_EQ(whole(), (std::vector<std::string>{"UPDATE " + path("d/f00"), "UPDATE " + path("d/f01"),
+                                               "UPDATE " + path("d/f02"),
+                                               "UPDATE " + path("d/f03")}));
+  write("d/f04", "22");
+  EXPECT_EQ(whole(), std::vector<std::string>{"SCAN " + path("d")});
+  // More entries than one SCAN takes: an item each, as they are found.
+  for (int i = 0; i < 1100; ++i) write(fmt::format("h/f{:04}", i), "x");
+  const auto found = whole();
+  EXPECT_EQ(found.size(), 1u + 1102u);  // SCAN d, h and its files, the source's STAT
+  EXPECT_EQ(std::count(found.begin(), found.end(), "UPDATE " + path("h/f1099")), 1);
+  EXPECT_EQ(std::count(found.begin(), found.end(), "UPDATE " + path("h")), 1);
+}
+
 }  // namespace
 }  // namespace tw::monitor
