@@ -2,6 +2,7 @@
 #include "archiver/chunk_store.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "archiver/sha256.hpp"
 #include "common/escape.hpp"
+#include "common/text.hpp"
 
 namespace tw::archive {
 namespace {
@@ -48,7 +50,42 @@ void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each eac
   work(0);
 }
 
+// The threads the next window may take now (threads_for_window, with what this process may
+// run on and what runs now).
+std::size_t threads_now(std::size_t threads) {
+  if (threads <= 1) return threads;
+  static const std::size_t cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+      return static_cast<std::size_t>(std::max(1, CPU_COUNT(&set)));
+    }
+    return static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  char text[128];
+  UniqueFd fd(::open("/proc/loadavg", O_RDONLY | O_CLOEXEC));
+  const ssize_t n = fd ? ::read(fd.get(), text, sizeof text - 1) : -1;
+  return threads_for_window(threads, cores,
+                            n > 0 ? std::string_view(text, static_cast<std::size_t>(n)) : "");
+}
+
 }  // namespace
+
+std::size_t threads_for_window(std::size_t threads, std::size_t cores, std::string_view loadavg) {
+  threads = std::max<std::size_t>(1, threads);
+  // "0.61 0.55 0.50 2/345 6789": the fourth field, runnable/total.
+  std::size_t at = 0;
+  for (int field = 0; field < 3 && at != std::string_view::npos; ++field) {
+    at = loadavg.find(' ', at);
+    if (at != std::string_view::npos) ++at;
+  }
+  if (at == std::string_view::npos) return threads;
+  const auto slash = loadavg.find('/', at);
+  const auto running = parse_int<std::size_t>(loadavg.substr(at, slash == std::string_view::npos ? 0 : slash - at));
+  if (!running || *running == 0) return threads;
+  const std::size_t idle = *running >= cores ? 0 : cores - *running;
+  return std::min(threads, 1 + idle);
+}
 
 // The cuts of a prior version, tried as the new content is cut: where a piece of the prior
 // version begins at the offset reached, its length is tried first and taken when the bytes
@@ -212,9 +249,8 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
   Sha256 whole;
   Sha256 before_window;  // `whole` before the window, to go back to when a piece misses
   ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
-  const auto workers = static_cast<std::size_t>(threads_);
   const std::size_t max = chunker_.sizes().max;
-  while (thread_compressors_.size() < workers) {
+  while (thread_compressors_.size() < static_cast<std::size_t>(threads_)) {
     thread_compressors_.push_back(
         std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
   }
@@ -222,10 +258,11 @@ Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expect
   // chunks' bytes (at most a maximal chunk's), and the reader reads a normal chunk at a time
   // only as far as the window's cuts need: its buffer is touched no further.
   const std::size_t avg = chunker_.sizes().avg;
-  const std::size_t window_bytes = std::min(workers * avg, max);
   std::vector<WindowChunk> window;
   for (;;) {
     if (cancelled_ && cancelled_()) return retry("cancelled");
+    const std::size_t workers = threads_now(static_cast<std::size_t>(threads_));
+    const std::size_t window_bytes = std::min(workers * avg, max);
     reader.compact();
     window.clear();
     std::size_t at = 0;  // the window's bytes

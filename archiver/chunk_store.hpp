@@ -5,7 +5,9 @@
 // 1, a file of 4 MiB or more is worked on a window of up to 2 x threads chunks at a time,
 // cut in place in that buffer, whose chunks are hashed, then (those new to the archive)
 // compressed, by `threads` threads while the calling thread hashes the whole content; else
-// one chunk at a time and one compressed frame.
+// one chunk at a time and one compressed frame. Each window takes only as many threads as
+// there are cores nothing else wants at that moment (threads_for_window): two archivers
+// busy with large files on two cores run a thread each, not two each fighting for them.
 // Internal to the archive library. One ChunkStore belongs to one thread at a time.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +28,12 @@
 #include "archiver/pack.hpp"
 
 namespace tw::archive {
+
+// How many threads work on the next window of a large file: `threads` at most, fewer when
+// the runnable threads system-wide (the fourth field of /proc/loadavg, `loadavg`, which
+// counts the caller) leave fewer of the `cores` idle; `threads` when `loadavg` cannot be
+// read. Never less than 1 (the caller).
+std::size_t threads_for_window(std::size_t threads, std::size_t cores, std::string_view loadavg);
 
 struct ChunkedContent {
   std::string sha256;               // of the whole content
