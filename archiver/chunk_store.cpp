@@ -81,7 +81,8 @@ std::size_t threads_for_window(std::size_t threads, std::size_t cores, std::stri
   }
   if (at == std::string_view::npos) return threads;
   const auto slash = loadavg.find('/', at);
-  const auto running = parse_int<std::size_t>(loadavg.substr(at, slash == std::string_view::npos ? 0 : slash - at));
+  const auto running =
+      parse_int<std::size_t>(loadavg.substr(at, slash == std::string_view::npos ? 0 : slash - at));
   if (!running || *running == 0) return threads;
   const std::size_t idle = *running >= cores ? 0 : cores - *running;
   return std::min(threads, 1 + idle);

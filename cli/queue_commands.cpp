@@ -126,8 +126,9 @@ void add_queue_commands(CLI::App& app, Config& config, std::function<int()>& run
   auto options = std::make_shared<EnqueueOptions>();
   auto* enqueue = app.add_subcommand("enqueue", "queue paths for archiving (a directory: every file below it)");
   enqueue->add_option("paths", options->paths, "files or directories")->required();
-  enqueue->add_option("--op", options->op,
-                      "UPDATE, STAT, DELETE, or SCAN (a directory and its entries, one item)")
+  enqueue
+      ->add_option("--op", options->op,
+                   "UPDATE, STAT, DELETE, or SCAN (a directory and its entries, one item)")
       ->check(CLI::IsMember({"UPDATE", "STAT", "DELETE", "SCAN"}))
       ->capture_default_str();
   enqueue->add_option("--priority", options->priority, "higher runs first under the priority strategy")

@@ -172,9 +172,8 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
     item.batch_id = result.int64(r, 5);
     item.size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, result.int64(r, 7)));
     if (result.text(r, 6) == "t") {
-      const auto [it, fresh] =
-          groups.try_emplace(item.path, Group{items.size(), item.op, item.op == Op::Update,
-                                              item.op == Op::Scan});
+      const auto [it, fresh] = groups.try_emplace(
+          item.path, Group{items.size(), item.op, item.op == Op::Update, item.op == Op::Scan});
       if (!fresh) {
         Group& g = it->second;
         ClaimedItem& lead = items[g.index];
@@ -196,7 +195,7 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   for (const auto& [path, g] : groups) {
     ClaimedItem& lead = items[g.index];
     if (lead.followers.empty()) continue;
-    lead.op = g.any_scan                               ? Op::Scan
+    lead.op = g.any_scan                                ? Op::Scan
               : g.newest_op == Op::Stat && g.any_update ? Op::Update
                                                         : g.newest_op;
   }

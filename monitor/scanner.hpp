@@ -127,7 +127,7 @@ class ScanWalk {
   // held until its listing ends to be queued as they are or as one SCAN.
   std::vector<Change> entry_changes_;
   std::uint64_t entry_files_ = 0;  // its entries looked at (subdirectories aside)
-  bool entries_streamed_ = false;   // too many for a SCAN: its changes go out as found
+  bool entries_streamed_ = false;  // too many for a SCAN: its changes go out as found
   std::vector<std::string> unreadable_;
   std::vector<std::string> archived_;  // beneath archived_as, for the deletes
   std::size_t archived_next_ = 0;

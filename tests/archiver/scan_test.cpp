@@ -62,7 +62,8 @@ TEST_F(ScanTest, ArchivesTheDirectoryAndItsEntriesButNotWhatItsSubdirectoriesHol
   EXPECT_EQ(versions("src/d/sub", store), 0u) << "a subdirectory is its own request's";
   EXPECT_EQ(versions("src/d/sub/deep", store), 0u);
   EXPECT_EQ(versions("src/d/fifo", store), 0u) << "a fifo is not archived, and not an error";
-  EXPECT_EQ(versions("outside/secret", store), 0u) << "a link is archived as a link, never followed";
+  EXPECT_EQ(versions("outside/secret", store), 0u)
+      << "a link is archived as a link, never followed";
   EXPECT_EQ(store.versions(dir_ / "src/d/away")->back().link_target, dir_ / "outside");
 
   RestoreOptions options;
@@ -91,7 +92,7 @@ TEST_F(ScanTest, ReadsOnlyTheEntriesWhoseSizeOrMtimeDifferFromTheArchive) {
   EXPECT_EQ(versions("src/d/a", store), 1u);
   EXPECT_EQ(versions("src/d", store), 1u);
 
-  write_file(dir_ / "src/d/b", "bravo");  // content
+  write_file(dir_ / "src/d/b", "bravo");                    // content
   ASSERT_EQ(::chmod((dir_ / "src/d/c").c_str(), 0600), 0);  // metadata only
   expect_complete(store.scan(dir_ / "src/d"));
   EXPECT_EQ(reads, 1) << "only the entry whose size and mtime differ is read";

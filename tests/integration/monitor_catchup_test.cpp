@@ -117,9 +117,8 @@ TEST_F(MonitorCatchUp, ExactlyTheFilesChangedWhileStoppedGetNewVersions) {
   // (The source directory and dir lost or gained entries: their mtimes changed.) Three of
   // the source directory's four files differ, and newdir's only one: each goes as a SCAN
   // of its directory, which looks at every entry and reads only what differs.
-  EXPECT_EQ(queued_after(before),
-            (std::set<std::string>{"SCAN .", "SCAN newdir", "DELETE deleted", "DELETE dir/gone",
-                                   "STAT dir"}));
+  EXPECT_EQ(queued_after(before), (std::set<std::string>{"SCAN .", "SCAN newdir", "DELETE deleted",
+                                                         "DELETE dir/gone", "STAT dir"}));
   ASSERT_TRUE(drained());
   EXPECT_EQ(h_->ops(h_->path("same")), "UPDATE");
   EXPECT_EQ(h_->ops(h_->path("dir/kept")), "UPDATE");

@@ -347,7 +347,8 @@ TEST_F(ScannerTest, AWholeSourceScanQueuesADirectoryAndItsEntriesAsOneScan) {
       weight += c.weight;
       if (c.path == path("d/e")) EXPECT_EQ(c.size, 2) << "the bytes of the entries it stands for";
       for (std::size_t j = i + 1; j < changes.size(); ++j) {
-        EXPECT_FALSE(path_within(changes[j].path, c.path)) << changes[j].path << " after " << c.path;
+        EXPECT_FALSE(path_within(changes[j].path, c.path))
+            << changes[j].path << " after " << c.path;
       }
     }
     std::sort(out.begin(), out.end());
@@ -375,9 +376,9 @@ TEST_F(ScannerTest, AScanIsQueuedWhereAQuarterOfTheEntriesDifferAndNotForHugeDir
     return out;
   };
   for (int i = 0; i < 4; ++i) write(fmt::format("d/f{:02}", i), "22");
-  EXPECT_EQ(whole(), (std::vector<std::string>{"UPDATE " + path("d/f00"), "UPDATE " + path("d/f01"),
-                                               "UPDATE " + path("d/f02"),
-                                               "UPDATE " + path("d/f03")}));
+  EXPECT_EQ(whole(),
+            (std::vector<std::string>{"UPDATE " + path("d/f00"), "UPDATE " + path("d/f01"),
+                                      "UPDATE " + path("d/f02"), "UPDATE " + path("d/f03")}));
   write("d/f04", "22");
   EXPECT_EQ(whole(), std::vector<std::string>{"SCAN " + path("d")});
   // More entries than one SCAN takes: an item each, as they are found.

@@ -179,7 +179,9 @@ class WatcherTest : public ::testing::Test {
     if (op != "UPDATE" && op != "STAT") return false;
     const std::string rel = line.substr(space + 1);
     const auto slash = rel.rfind('/');
-    const std::string parent = rel == "." ? "" : slash == std::string::npos ? "." : rel.substr(0, slash);
+    const std::string parent = rel == "."                   ? ""
+                               : slash == std::string::npos ? "."
+                                                            : rel.substr(0, slash);
     return in("SCAN " + rel) || (!parent.empty() && in("SCAN " + parent));
   }
   static auto has_all(std::vector<std::string> wanted) {
