@@ -6,7 +6,7 @@ namespace tw {
 namespace {
 
 TEST(Protocol, RequestRoundTrip) {
-  Request move{42, Op::Move, "/a/x%09y", "/b/z"};
+  Request move{42, Op::Move, "/a/x%09y", "/b/z", {}};
   const auto parsed = parse_request(format_request(move));
   ASSERT_TRUE(std::holds_alternative<Request>(parsed));
   const auto& r = std::get<Request>(parsed);
@@ -14,13 +14,13 @@ TEST(Protocol, RequestRoundTrip) {
   EXPECT_EQ(r.op, Op::Move);
   EXPECT_EQ(r.path, "/a/x%09y");
   EXPECT_EQ(r.dest_path, "/b/z");
-  EXPECT_EQ(format_request({7, Op::Update, "/f", ""}), "7\tUPDATE\t/f");
+  EXPECT_EQ(format_request({7, Op::Update, "/f", "", {}}), "7\tUPDATE\t/f");
   const auto scan = parse_request("9\tSCAN\t/d\tnewest=9");
   ASSERT_TRUE(std::holds_alternative<Request>(scan));
   EXPECT_EQ(std::get<Request>(scan).op, Op::Scan);
   EXPECT_EQ(std::get<Request>(scan).path, "/d");
   EXPECT_EQ(std::get<Request>(scan).order.newest, 9);
-  EXPECT_EQ(format_request({9, Op::Scan, "/d", ""}), "9\tSCAN\t/d");
+  EXPECT_EQ(format_request({9, Op::Scan, "/d", "", {}}), "9\tSCAN\t/d");
 }
 
 TEST(Protocol, RequestsCarryTheirPlaceInTheQueueAsOptionalTaggedFields) {

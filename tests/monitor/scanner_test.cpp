@@ -345,7 +345,9 @@ TEST_F(ScannerTest, AWholeSourceScanQueuesADirectoryAndItsEntriesAsOneScan) {
       out.push_back(std::string(to_string(c.op)) + " " + c.path);
       EXPECT_EQ(c.priority, kRescanPriority);
       weight += c.weight;
-      if (c.path == path("d/e")) EXPECT_EQ(c.size, 2) << "the bytes of the entries it stands for";
+      if (c.path == path("d/e")) {
+        EXPECT_EQ(c.size, 2) << "the bytes of the entries it stands for";
+      }
       for (std::size_t j = i + 1; j < changes.size(); ++j) {
         EXPECT_FALSE(path_within(changes[j].path, c.path))
             << changes[j].path << " after " << c.path;
