@@ -23,9 +23,9 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
-#include "archiver/archiver.hpp"
-#include "archiver/disk.hpp"
-#include "archiver/store.hpp"
+#include "archiver/request_handler.hpp"
+#include "archive/disk.hpp"
+#include "archive/store.hpp"
 #include "common/config.hpp"
 #include "common/line_buffer.hpp"
 #include "common/logging.hpp"

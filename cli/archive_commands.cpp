@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "archiver/paths.hpp"
-#include "archiver/store.hpp"
-#include "archiver/timefmt.hpp"
+#include "archive/paths.hpp"
+#include "archive/store.hpp"
+#include "archive/timefmt.hpp"
 #include "common/escape.hpp"
 
 namespace tw {

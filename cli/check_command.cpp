@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "archiver/paths.hpp"
-#include "archiver/store.hpp"
+#include "archive/paths.hpp"
+#include "archive/store.hpp"
 #include "cli/check_walk.hpp"
 #include "common/escape.hpp"
 #include "common/filters.hpp"

@@ -13,9 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "archiver/paths.hpp"
-#include "archiver/sha256.hpp"
-#include "archiver/timefmt.hpp"
+#include "archive/paths.hpp"
+#include "archive/sha256.hpp"
+#include "archive/timefmt.hpp"
 #include "common/dirs.hpp"
 #include "common/escape.hpp"
 #include "common/fd.hpp"

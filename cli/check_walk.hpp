@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 #include "common/filters.hpp"
 
 namespace tw::cli {

@@ -14,7 +14,7 @@
 
 namespace tw {
 
-// Scan: a directory and its entries other than subdirectories (archiver/FORMAT.md,
+// Scan: a directory and its entries other than subdirectories (archive/FORMAT.md,
 // "Operations"): what the monitor's scan of a whole source queues for a directory where
 // many entries differ from the archive, instead of one item per entry.
 enum class Op { Update, Stat, Delete, Move, Scan };  // named in protocol.cpp's kOpNames, in order
@@ -28,7 +28,7 @@ std::optional<Op> parse_op(std::string_view text);
 // `horizon` is a queue id such that every item up to it was queued before the request was
 // sent. Queue ids are handed out in time order, and a change is seen before its item gets
 // an id, so a read that starts after a request with horizon H arrived has seen every change
-// queued as an item up to H (archiver/FORMAT.md, "Reads that answer later requests").
+// queued as an item up to H (archive/FORMAT.md, "Reads that answer later requests").
 struct QueueOrder {
   std::int64_t newest = 0;
   std::int64_t horizon = 0;

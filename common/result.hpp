@@ -30,6 +30,7 @@ class [[nodiscard]] ValueOr {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   const E& failure() const { return std::get<1>(v_); }
+  E&& failure_value() && { return std::get<1>(std::move(v_)); }
 
  private:
   std::variant<T, E> v_;

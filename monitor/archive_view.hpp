@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 
 namespace tw::monitor {
 

@@ -49,7 +49,7 @@
 #include <zstd.h>
 #include <CLI/CLI.hpp>
 
-#include "archiver/sha256.hpp"
+#include "archive/sha256.hpp"
 #include "bench/common/content.hpp"
 #include "common/escape.hpp"
 

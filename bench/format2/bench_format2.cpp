@@ -32,11 +32,11 @@
 
 #include <fmt/format.h>
 
-#include "archiver/catalog.hpp"
-#include "archiver/chunker.hpp"
-#include "archiver/disk.hpp"
-#include "archiver/pack.hpp"
-#include "archiver/sha256.hpp"
+#include "archive/format2/catalog.hpp"
+#include "archive/format2/chunker.hpp"
+#include "archive/disk.hpp"
+#include "archive/format2/pack.hpp"
+#include "archive/sha256.hpp"
 #include "bench/common/content.hpp"
 
 namespace fs = std::filesystem;
@@ -91,7 +91,7 @@ class Archive {
     fs::create_directories(root / "tmp");
     if (!disk_.make_dir(packs_)) die("cannot create packs/");
     auto catalog =
-        Catalog::open((root / "catalog.db").string(), tw::archive::Store::Mode::ReadWrite);
+        Catalog::open((root / "catalog.db").string(), tw::archive::OpenMode::ReadWrite);
     if (!catalog) die(catalog.error());
     catalog_.emplace(std::move(*catalog));
   }

@@ -30,8 +30,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "archiver/sha256.hpp"
-#include "archiver/store.hpp"
+#include "archive/sha256.hpp"
+#include "archive/store.hpp"
 #include "common/escape.hpp"
 #include "common/process.hpp"
 #include "db/connection.hpp"

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 #include "cli/archive_commands.hpp"
 #include "common/escape.hpp"
 

@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "archiver/sha256.hpp"
+#include "archive/sha256.hpp"
 
 namespace tw::archive::test {
 

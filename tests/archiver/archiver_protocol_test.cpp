@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 #include "common/escape.hpp"
 
 namespace tw::archive {

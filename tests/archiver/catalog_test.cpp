@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "archive_test_util.hpp"
-#include "archiver/catalog.hpp"
-#include "archiver/sha256.hpp"
+#include "archive/format2/catalog.hpp"
+#include "archive/sha256.hpp"
 
 namespace tw::archive {
 namespace {
@@ -36,7 +36,7 @@ Version file_version(std::uint64_t number, const std::string& content) {
 }
 
 Catalog open_catalog(const std::string& file) {
-  auto catalog = Catalog::open(file, Store::Mode::ReadWrite);
+  auto catalog = Catalog::open(file, OpenMode::ReadWrite);
   EXPECT_TRUE(catalog) << catalog.error();
   return std::move(*catalog);
 }
@@ -158,7 +158,7 @@ TEST(Catalog, TwoProcessesCommitToOneCatalog) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      auto catalog = Catalog::open(file, Store::Mode::ReadWrite);
+      auto catalog = Catalog::open(file, OpenMode::ReadWrite);
       if (!catalog) ::_exit(2);
       for (int i = 1; i <= kPerWriter; ++i) {
         CatalogBatch batch;
@@ -174,7 +174,7 @@ TEST(Catalog, TwoProcessesCommitToOneCatalog) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   }
-  auto reader = Catalog::open(file, Store::Mode::ReadOnly);
+  auto reader = Catalog::open(file, OpenMode::ReadOnly);
   ASSERT_TRUE(reader) << reader.error();
   for (int w = 0; w < 2; ++w) {
     auto latest = reader->latest("/w" + std::to_string(w));
@@ -208,7 +208,7 @@ TEST(Catalog, LookUpsBetweenCommitsLeaveNoReadOpenAndTheWalStaysBounded) {
 
 TEST(Catalog, AReadOnlyCatalogThatDoesNotExistIsAnError) {
   test::TempDir dir;
-  auto catalog = Catalog::open(dir / "missing.db", Store::Mode::ReadOnly);
+  auto catalog = Catalog::open(dir / "missing.db", OpenMode::ReadOnly);
   ASSERT_FALSE(catalog);
   EXPECT_NE(catalog.error().find("missing.db"), std::string::npos) << catalog.error();
 }
@@ -218,14 +218,14 @@ TEST(Catalog, AReaderRefusesACatalogNotYetSetUpAndReadsItOnceItIs) {
   const std::string file = dir / "catalog.db";
   // What a reader meets while the first writer is between creating the file and its schema.
   { std::ofstream created(file); }
-  auto early = Catalog::open(file, Store::Mode::ReadOnly);
+  auto early = Catalog::open(file, OpenMode::ReadOnly);
   ASSERT_FALSE(early);
   EXPECT_NE(early.error().find("not set up yet"), std::string::npos) << early.error();
   Catalog writer = open_catalog(file);
   CatalogBatch batch;
   batch.add_version("/a", file_version(1, "a"));
   ASSERT_TRUE(writer.commit(batch));
-  auto reader = Catalog::open(file, Store::Mode::ReadOnly);
+  auto reader = Catalog::open(file, OpenMode::ReadOnly);
   ASSERT_TRUE(reader) << reader.error();
   auto latest = reader->latest("/a");
   ASSERT_TRUE(latest) << latest.error();

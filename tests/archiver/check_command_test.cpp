@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "archive_test_util.hpp"
-#include "archiver/sha256.hpp"
-#include "archiver/store.hpp"
-#include "archiver/timefmt.hpp"
+#include "archive/sha256.hpp"
+#include "archive/store.hpp"
+#include "archive/timefmt.hpp"
 #include "cli/check_command.hpp"
 #include "common/escape.hpp"
 #include "support/test_support.hpp"

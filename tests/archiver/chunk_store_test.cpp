@@ -14,8 +14,8 @@
 #include <string>
 
 #include "archive_test_util.hpp"
-#include "archiver/chunk_store.hpp"
-#include "archiver/sha256.hpp"
+#include "archive/format2/chunk_store.hpp"
+#include "archive/sha256.hpp"
 #include "common/fd.hpp"
 
 namespace tw::archive {
@@ -34,7 +34,7 @@ std::string random_bytes(std::size_t n, std::uint32_t seed) {
 struct Chunks {
   explicit Chunks(int threads = 1) : disk(dir.path(), nullptr) {
     EXPECT_TRUE(disk.make_dir(dir / "packs"));
-    auto opened = Catalog::open(dir / "catalog.db", Store::Mode::ReadWrite);
+    auto opened = Catalog::open(dir / "catalog.db", OpenMode::ReadWrite);
     EXPECT_TRUE(opened) << opened.error();
     catalog.emplace(std::move(*opened));
     store.emplace(disk, dir / "packs", *catalog, 1, kSmall, std::function<bool()>{}, threads);

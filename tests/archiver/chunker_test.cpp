@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "archive_test_util.hpp"
-#include "archiver/chunker.hpp"
-#include "archiver/sha256.hpp"
+#include "archive/format2/chunker.hpp"
+#include "archive/sha256.hpp"
 #include "common/fd.hpp"
 
 namespace tw::archive {

@@ -1,7 +1,7 @@
 // Archives written by earlier releases, made by the scripts in tests/data with those
 // releases' timewarp-archiver, read by today's code:
-// - format 1 (format1-archive.tar.gz) is listed, restored and verified, and stays format 1
-//   when written to;
+// - format 1 (format1-archive.tar.gz) is listed, restored and verified, and a writer is
+//   refused (format 1 is read only);
 // - format 2 with its catalog in schema 1 (format2-catalog1-archive.tar.gz) is read as it
 //   is when opened read-only, and upgraded in place to schema 3 by the first writer, even
 //   under a reader that opened it before;
@@ -13,10 +13,10 @@
 #include <filesystem>
 #include <string>
 
+#include "archive/format2/catalog.hpp"
+#include "archive/sha256.hpp"
+#include "archive/store.hpp"
 #include "archive_test_util.hpp"
-#include "archiver/catalog.hpp"
-#include "archiver/sha256.hpp"
-#include "archiver/store.hpp"
 
 namespace tw::archive {
 namespace {
@@ -67,7 +67,7 @@ class Format2Compat : public OldArchive {
   std::size_t large_chunks_ = 2;  // at least, in dir/large.log
 
   int schema() const {
-    auto catalog = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadOnly);
+    auto catalog = Catalog::open(archive() + "/catalog.db", OpenMode::ReadOnly);
     EXPECT_TRUE(catalog) << catalog.error();
     return catalog ? catalog->schema_version() : -1;
   }
@@ -90,11 +90,11 @@ class Format2Compat : public OldArchive {
     EXPECT_GE(large->front().chunks.size(), large_chunks_);
     auto within = store.paths_within(kSource);
     ASSERT_TRUE(within);
-    EXPECT_EQ(*within, (std::vector<std::string>{
-                           kSource, kSource + "/dir", kSource + "/dir/gone.txt",
-                           kSource + "/dir/large.log", kSource + "/dir/sub",
-                           kSource + "/dir/sub/deep.txt", kSource + "/link",
-                           kSource + "/notes.txt", kSource + "/odd\tname %\xff.txt"}));
+    EXPECT_EQ(*within,
+              (std::vector<std::string>{kSource, kSource + "/dir", kSource + "/dir/gone.txt",
+                                        kSource + "/dir/large.log", kSource + "/dir/sub",
+                                        kSource + "/dir/sub/deep.txt", kSource + "/link",
+                                        kSource + "/notes.txt", kSource + "/odd\tname %\xff.txt"}));
 
     const std::string out = expect_the_latest_tree(store);
     EXPECT_EQ(sha256_hex(test::read_file(out + "/dir/large.log")), large->front().sha256);
@@ -151,16 +151,15 @@ TEST_F(Format1Compat, ListsRestoresAndVerifiesTheOldArchive) {
   EXPECT_EQ(verified.histories, 8u);
 }
 
-TEST_F(Format1Compat, NewVersionsOfTheOldArchiveStayFormat1) {
+TEST_F(Format1Compat, AWriterIsRefusedAndTheOldArchiveStaysAsItWas) {
   auto store = Store::open(archive(), Store::Mode::ReadWrite);
-  ASSERT_TRUE(store) << store.error();
-  EXPECT_EQ(store->format(), ArchiveFormat::V1);
-  test::write_file(dir_ / "new.txt", "new");
-  ASSERT_EQ(store->update(dir_ / "new.txt").outcome, Outcome::Complete);
-  EXPECT_EQ(store->versions(dir_ / "new.txt")->size(), 1u);
+  ASSERT_FALSE(store);
+  EXPECT_NE(store.error().find("format-1 archive"), std::string::npos) << store.error();
   EXPECT_EQ(test::read_file(archive() + "/FORMAT"), "timewarp-archive 1\n");
   EXPECT_FALSE(std::filesystem::exists(archive() + "/catalog.db"));
-  EXPECT_TRUE(store->verify().ok());
+  auto reader = Store::open(archive(), Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  EXPECT_TRUE(reader->verify().ok());
 }
 
 TEST_F(Format2Catalog1Compat, IsReadAsItIsWhenOpenedReadOnly) {
@@ -200,7 +199,7 @@ TEST_F(Format2Catalog1Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverythin
 }
 
 TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
-  auto reader = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadOnly);
+  auto reader = Catalog::open(archive() + "/catalog.db", OpenMode::ReadOnly);
   ASSERT_TRUE(reader) << reader.error();
   ASSERT_EQ(reader->schema_version(), 1);
   auto before = reader->paths_within(kSource);
@@ -210,7 +209,7 @@ TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
   auto blob = reader->blob((*notes)->chunks.front());
   ASSERT_TRUE(blob && *blob);
 
-  auto writer = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadWrite);
+  auto writer = Catalog::open(archive() + "/catalog.db", OpenMode::ReadWrite);
   ASSERT_TRUE(writer) << writer.error();
   ASSERT_EQ(writer->schema_version(), 3);
 
@@ -225,9 +224,9 @@ TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
   EXPECT_EQ((*blob_after)->offset, (*blob)->offset);
   auto children = reader->children(kSource + "/dir");
   ASSERT_TRUE(children);
-  EXPECT_EQ(*children, (std::vector<std::string>{kSource + "/dir/gone.txt",
-                                                 kSource + "/dir/large.log",
-                                                 kSource + "/dir/sub"}));
+  EXPECT_EQ(*children,
+            (std::vector<std::string>{kSource + "/dir/gone.txt", kSource + "/dir/large.log",
+                                      kSource + "/dir/sub"}));
   auto all = reader->all_blobs();
   ASSERT_TRUE(all);
   EXPECT_EQ(all->size(), 8u);
@@ -243,13 +242,13 @@ TEST_F(Format2Catalog2Compat, IsReadAsItIsWhenOpenedReadOnly) {
 }
 
 TEST_F(Format2Catalog2Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
-  auto reader = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadOnly);
+  auto reader = Catalog::open(archive() + "/catalog.db", OpenMode::ReadOnly);
   ASSERT_TRUE(reader) << reader.error();
   ASSERT_EQ(reader->schema_version(), 2);
   auto before = reader->latest(kSource + "/notes.txt");
   ASSERT_TRUE(before && *before);
 
-  auto writer = Catalog::open(archive() + "/catalog.db", Store::Mode::ReadWrite);
+  auto writer = Catalog::open(archive() + "/catalog.db", OpenMode::ReadWrite);
   ASSERT_TRUE(writer) << writer.error();
   ASSERT_EQ(writer->schema_version(), 3);
 

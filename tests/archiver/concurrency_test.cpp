@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "archive_test_util.hpp"
-#include "archiver/catalog.hpp"
-#include "archiver/pack.hpp"
-#include "archiver/store.hpp"
+#include "archive/format2/catalog.hpp"
+#include "archive/format2/pack.hpp"
+#include "archive/store.hpp"
 #include "common/escape.hpp"
 
 namespace tw::archive {

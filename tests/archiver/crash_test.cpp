@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
-#include "archiver/sha256.hpp"
-#include "archiver/store.hpp"
+#include "archive/sha256.hpp"
+#include "archive/store.hpp"
 #include "common/escape.hpp"
 
 namespace tw::archive {

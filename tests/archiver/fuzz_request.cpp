@@ -18,8 +18,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "archiver/archiver.hpp"
-#include "archiver/store.hpp"
+#include "archiver/request_handler.hpp"
+#include "archive/store.hpp"
 #include "common/escape.hpp"
 #include "common/protocol.hpp"
 #include "support/fuzz_driver.hpp"

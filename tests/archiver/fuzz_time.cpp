@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "archiver/timefmt.hpp"
+#include "archive/timefmt.hpp"
 #include "support/fuzz_driver.hpp"
 
 namespace {

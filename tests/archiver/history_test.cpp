@@ -1,7 +1,7 @@
 // History files: serialisation, and refusal of anything torn or altered.
 #include <gtest/gtest.h>
 
-#include "archiver/history.hpp"
+#include "archive/format1/history.hpp"
 
 namespace tw::archive {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "archive_test_util.hpp"
-#include "archiver/pack.hpp"
-#include "archiver/sha256.hpp"
+#include "archive/format2/pack.hpp"
+#include "archive/sha256.hpp"
 #include "common/dirs.hpp"
 #include "common/fd.hpp"
 

@@ -1,7 +1,7 @@
 // Lexical path handling: the canonical form the archive keys histories by.
 #include <gtest/gtest.h>
 
-#include "archiver/paths.hpp"
+#include "archive/paths.hpp"
 #include "common/paths.hpp"
 
 namespace tw::archive {

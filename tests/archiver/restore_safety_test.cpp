@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
-#include "archiver/store.hpp"
-#include "archiver/timefmt.hpp"
+#include "archive/store.hpp"
+#include "archive/timefmt.hpp"
 #include "common/escape.hpp"
 #include "support/test_support.hpp"
 

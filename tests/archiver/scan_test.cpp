@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "archive_test_util.hpp"
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 #include "common/filters.hpp"
 
 namespace tw::archive {

@@ -17,13 +17,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "archive/expected.hpp"
+#include "archive/format2/chunker.hpp"
+#include "archive/sha256.hpp"
+#include "archive/store.hpp"
+#include "archive/timefmt.hpp"
 #include "archive_test_util.hpp"
-#include "archiver/chunker.hpp"
-#include "archiver/fault.hpp"
-#include "archiver/sha256.hpp"
-#include "archiver/store.hpp"
-#include "archiver/timefmt.hpp"
 #include "common/time.hpp"
+#include "format1_writer.hpp"
 
 namespace tw::archive {
 namespace {
@@ -1040,22 +1041,26 @@ TEST_F(StoreTest, AFailedGroupLosesTheGroupsAfterItAndNothingOfThemIsUsedLater) 
   EXPECT_TRUE(reader.verify().ok());
 }
 
-// A format-1 archive stays format 1: read, written and verified by the format-1 code.
-TEST_F(StoreTest, AFormat1ArchiveStaysFormat1) {
-  {
-    auto v1 = Store::open(dir_ / "old", Store::Mode::ReadWrite, {}, {}, ArchiveFormat::V1);
-    ASSERT_TRUE(v1) << v1.error();
-    write_file(dir_ / "src/f", "one");
-    expect_complete(v1->update(dir_ / "src/f"));
-  }
-  auto store = Store::open(dir_ / "old", Store::Mode::ReadWrite);
+// A format-1 archive is read, never written: a writer is refused with a message that says
+// what to do, and leaves it as it was; a reader lists, restores and verifies it.
+TEST_F(StoreTest, AFormat1ArchiveIsReadButNeverWritten) {
+  write_file(dir_ / "src/f", "one");
+  test::Format1Writer(dir_ / "old").update(dir_ / "src/f");
+  auto writer = Store::open(dir_ / "old", Store::Mode::ReadWrite);
+  ASSERT_FALSE(writer);
+  EXPECT_NE(writer.error().find("format-1 archive"), std::string::npos) << writer.error();
+  EXPECT_NE(writer.error().find("backup_root"), std::string::npos) << writer.error();
+  EXPECT_EQ(test::read_file(dir_ / "old/FORMAT"), "timewarp-archive 1\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "old/catalog.db"));
+  auto store = Store::open(dir_ / "old", Store::Mode::ReadOnly);
   ASSERT_TRUE(store) << store.error();
   EXPECT_EQ(store->format(), ArchiveFormat::V1);
-  write_file(dir_ / "src/f", "two");
-  expect_complete(store->update(dir_ / "src/f"));
-  EXPECT_EQ(store->versions(dir_ / "src/f")->size(), 2u);
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "old/nodes"));
-  EXPECT_FALSE(std::filesystem::exists(dir_ / "old/catalog.db"));
+  EXPECT_EQ(store->versions(dir_ / "src/f")->size(), 1u);
+  EXPECT_EQ(store->update(dir_ / "src/f").outcome, Outcome::FailedPermanent);
+  RestoreOptions options;
+  options.destination = dir_ / "restored";
+  ASSERT_TRUE(store->restore(dir_ / "src/f", options));
+  EXPECT_EQ(test::read_file(dir_ / "restored"), "one");
   EXPECT_TRUE(store->verify().ok());
 }
 
@@ -1101,6 +1106,54 @@ TEST_F(StoreTest, AnArchiveCutsFilesAtTheChunkSizesItWasMadeWith) {
     EXPECT_NE(refused.error().find("FORMAT"), std::string::npos) << refused.error();
     EXPECT_NE(refused.error().find("4096/3000/65536"), std::string::npos) << refused.error();
   }
+}
+
+}  // namespace
+}  // namespace tw::archive
+
+namespace tw::archive {
+namespace {
+
+// The archive is private whatever the umask: run by hand as root (umask 022), the archiver
+// once made the root 0755 and every pack and catalog.db 0644, so any local user could read
+// every archived file. Nothing under a new archive is readable by others now, and verify
+// warns about one that is.
+TEST(ArchivePrivacy, NothingIsReadableByOthersUnderUmask022) {
+  test::TempDir dir;
+  const mode_t saved = ::umask(022);
+  {
+    auto store = Store::open(dir / "archive", Store::Mode::ReadWrite);
+    ASSERT_TRUE(store) << store.error();
+    test::write_file(dir / "src/secret", "0600 at the source", 0600);
+    ASSERT_EQ(store->update(dir / "src/secret").outcome, Outcome::Complete);
+    ASSERT_TRUE(store->flush());
+    EXPECT_TRUE(store->verify().warnings.empty());
+  }
+  ::umask(saved);
+  std::vector<std::string> exposed;
+  const auto check = [&exposed](const std::filesystem::path& path) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(path.c_str(), &st), 0) << path;
+    if ((st.st_mode & 0007) != 0) exposed.push_back(path.string());
+  };
+  check(dir / "archive");
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "archive")) {
+    check(entry.path());
+    files += entry.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_GT(files, 3u) << "FORMAT, catalog.db, a pack, slot files";
+  EXPECT_TRUE(exposed.empty()) << exposed.front();
+  // An archive made readable by others is named by verify, as a warning.
+  std::filesystem::permissions(
+      dir / "archive", std::filesystem::perms::others_read | std::filesystem::perms::others_exec,
+      std::filesystem::perm_options::add);
+  auto reader = Store::open(dir / "archive", Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  const VerifyReport report = reader->verify();
+  EXPECT_TRUE(report.ok());
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_NE(report.warnings.front().find("readable by others"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The sync thread of group commit (archiver/sync_worker.hpp): its done signal and its idle
 // state agree, so the archiver, woken by the signal, never finds it busy with a job that
 // has ended (it would then wait for a signal that never comes, holding its answers).
-#include "archiver/sync_worker.hpp"
+#include "archive/format2/sync_worker.hpp"
 
 #include <poll.h>
 #include <sched.h>

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "archiver/timefmt.hpp"
+#include "archive/timefmt.hpp"
 
 namespace tw::archive {
 namespace {

@@ -1,5 +1,6 @@
 // Store::verify names damaged content and histories, and the versions that use them: format
-// 1's objects, histories and node tree, and format 2's packs and catalog.
+// 1's objects, histories and node tree (archives made by a test writer, format 1 being read
+// only), and format 2's packs and catalog.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,10 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "archive/sha256.hpp"
+#include "archive/store.hpp"
 #include "archive_test_util.hpp"
-#include "archiver/sha256.hpp"
-#include "archiver/store.hpp"
 #include "common/escape.hpp"
+#include "format1_writer.hpp"
 
 namespace tw::archive {
 namespace {
@@ -22,21 +24,36 @@ using test::write_file;
 class VerifyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto opened = Store::open(dir_ / "archive", Store::Mode::ReadWrite, {}, {}, format_);
-    ASSERT_TRUE(opened) << opened.error();
-    store_.emplace(std::move(opened.value()));
+    if (format_ == ArchiveFormat::V1) {
+      writer_.emplace(dir_ / "archive");
+    } else {
+      auto opened = Store::open(dir_ / "archive", Store::Mode::ReadWrite);
+      ASSERT_TRUE(opened) << opened.error();
+      store_.emplace(std::move(opened.value()));
+    }
     std::string content;
     for (int i = 0; i < 20000; ++i) content += std::to_string(i * 7919) + " ";
     write_file(dir_ / "src/a", content);
     write_file(dir_ / "src/b", content);  // same content: one object, two users
     write_file(dir_ / "src/c", "other");
-    for (const char* name : {"src/a", "src/b", "src/c"}) {
-      ASSERT_EQ(store_->update(dir_ / name).outcome, Outcome::Complete);
-    }
+    for (const char* name : {"src/a", "src/b", "src/c"}) archive(dir_ / name);
     digest_ = sha256_hex(content);
     object_ = dir_ / ("archive/objects/" + digest_.substr(0, 2) + "/" + digest_ + ".zst");
     ASSERT_TRUE(format_ == ArchiveFormat::V2 || std::filesystem::exists(object_));
     ASSERT_TRUE(store_->verify().ok());
+  }
+
+  // Archives what `path` holds now: format 2 through the store, format 1 (read only) through
+  // the test's writer, the store then opened again to read it.
+  void archive(const std::string& path) {
+    if (!writer_) {
+      ASSERT_EQ(store_->update(path).outcome, Outcome::Complete);
+      return;
+    }
+    writer_->update(path);
+    auto opened = Store::open(dir_ / "archive", Store::Mode::ReadOnly);
+    ASSERT_TRUE(opened) << opened.error();
+    store_.emplace(std::move(opened.value()));
   }
 
   std::string problems() {
@@ -48,6 +65,7 @@ class VerifyTest : public ::testing::Test {
 
   ArchiveFormat format_ = ArchiveFormat::V1;
   TempDir dir_;
+  std::optional<test::Format1Writer> writer_;  // format 1: what writes the archive
   std::optional<Store> store_;
   std::string digest_;
   std::string object_;
@@ -196,7 +214,7 @@ class VerifyStructureTest : public VerifyTest {
     write_file(dir_ / "src/d/x", "x");
     write_file(dir_ / "src/d/sub/y", "y");
     for (const char* name : {"src/d", "src/d/x", "src/d/sub", "src/d/sub/y"}) {
-      ASSERT_EQ(store_->update(dir_ / name).outcome, Outcome::Complete);
+      archive(dir_ / name);
     }
     ASSERT_TRUE(store_->verify().ok());
   }
@@ -236,6 +254,9 @@ TEST_F(VerifyStructureTest, ALostChildMarkerIsNamed) {
   ASSERT_TRUE(std::filesystem::remove(marker));
   const std::string found = problems();
   EXPECT_NE(found.find("lost child marker: " + (dir_ / "src/d/x")), std::string::npos) << found;
+  // A restore of the folder reaches what the marker linked no more, and says so.
+  EXPECT_EQ(restored_files(), 1u);
+  EXPECT_EQ(last_problems_, 1u) << "a directory restore must not drop a file silently";
 }
 
 TEST_F(VerifyStructureTest, AnInterruptedFirstArchivingIsNotDamage) {

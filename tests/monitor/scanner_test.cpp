@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 #include "common/paths.hpp"
 #include "support/test_support.hpp"
 

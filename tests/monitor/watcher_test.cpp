@@ -17,7 +17,7 @@
 #include <mutex>
 #include <set>
 
-#include "archiver/store.hpp"
+#include "archive/store.hpp"
 #include "support/test_support.hpp"
 
 namespace tw::monitor {

@@ -1,0 +1,70 @@
+// Format 1, the layout of the first releases (FORMAT.md, "Appendix: format 1"), read only:
+// one node per archived path under <root>/nodes/<kk>/<key> (key: the SHA-256 of the raw
+// path) with its history file (history.hpp) or, for a path known only as a parent, a .path
+// file; each node's children as markers in its .children folder; contents as objects
+// (objects.hpp). `timewarp upgrade-archive` copies such an archive into format 2. Internal
+// to the archive library; one Format1Layout belongs to one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "archive/layout.hpp"
+
+namespace tw::archive {
+
+class Format1Layout final : public Layout {
+ public:
+  Format1Layout(std::string root, std::function<bool()> cancelled);
+
+  ArchiveFormat format() const override { return ArchiveFormat::V1; }
+  Result<std::vector<Version>> versions(std::string_view path) override;
+  Result<std::vector<std::string>> children(std::string_view dir) override;
+  Result<std::vector<std::string>> paths_within(std::string_view dir,
+                                                std::uint64_t* unreachable) override;
+  Result<std::vector<std::string>> archived_paths() override;
+  Result<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
+  std::vector<std::string> content_ids(const Version& v) const override;
+  void verify_storage(ContentUsers users, VerifyReport& report,
+                      const std::function<void(std::string_view)>& progress) override;
+
+ private:
+  // A node as the whole-archive scan found it: its name (from its .path file or its
+  // history's path line) and the markers in its .children.
+  struct Node {
+    std::optional<std::string> path;
+    bool has_history = false;
+    std::vector<std::string> children;  // finished markers (child keys)
+    std::vector<std::string> pending;   // markers of a first archiving not finished
+  };
+  // Every node, scanned at the start of each verify and each restore (nothing writes a
+  // format-1 archive any more; damage may change it); what the scan found wrong on the way is
+  // in `scan_problems_`.
+  const std::unordered_map<std::string, Node>& nodes();
+  void scan_bucket(const std::string& bucket);
+  void scan_node(const std::string& base, const std::string& key,
+                 const std::vector<std::string>& suffixes);
+  std::string node_base(std::string_view key) const;
+  // The path a node stands for, if it has one.
+  std::optional<std::string> path_of_key(std::string_view key) const;
+  // The named children of `path` by its markers; `unnamed` counts finished markers whose
+  // node has no name (damage).
+  Result<std::vector<std::string>> child_paths(std::string_view path, std::uint64_t* unnamed);
+  // Verify's checks of the tree the nodes make, and of the objects.
+  void verify_tree(VerifyReport& report);
+  void verify_objects(ContentUsers& users, VerifyReport& report,
+                      const std::function<void(std::string_view)>& progress);
+
+  std::string root_;
+  std::function<bool()> cancelled_;
+  std::optional<std::unordered_map<std::string, Node>> nodes_;  // key -> node, once scanned
+  std::vector<std::string> scan_problems_;
+};
+
+}  // namespace tw::archive

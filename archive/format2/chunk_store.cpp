@@ -1,0 +1,459 @@
+// Format 2's file contents (archiver/chunk_store.hpp).
+#include "archive/format2/chunk_store.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "archive/sha256.hpp"
+#include "common/escape.hpp"
+#include "common/text.hpp"
+
+namespace tw::archive {
+
+int resolved_threads(int threads) {
+  constexpr int kAutomaticThreadsMax = 4;
+  if (threads != 0) return threads;
+  return std::clamp(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), 1, kAutomaticThreadsMax);
+}
+namespace {
+
+// Read descriptors of packs kept open between blobs (restore and verify read many blobs of
+// few packs in a row).
+constexpr std::size_t kOpenPacks = 8;
+
+// A file this large is cut, hashed and compressed on several threads (the configuration's
+// "large file").
+constexpr std::uint64_t kLargeFile = 4 << 20;
+
+Fault changed_while_read(const std::string& shown) {
+  Fault fault = retry(fmt::format("changed while being read: {}", shown));
+  fault.changed = true;
+  return fault;
+}
+
+// `each(item, worker)` for every item, on `workers` workers numbered from 0 (no more than
+// there are items; worker 0 is the calling thread, once it has run `beside`), each taking
+// the next item in turn; returns when all are done.
+template <typename Item, typename Each, typename Beside>
+void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each each,
+                         Beside beside) {
+  std::atomic<std::size_t> next{0};
+  const auto work = [&](std::size_t worker) {
+    for (std::size_t i = next++; i < items.size(); i = next++) each(items[i], worker);
+  };
+  std::vector<std::jthread> threads;  // joined when this returns
+  for (std::size_t w = 1; w < std::min(workers, items.size()); ++w) threads.emplace_back(work, w);
+  beside();
+  work(0);
+}
+
+// The threads the next window may take now (threads_for_window, with what this process may
+// run on and what runs now).
+std::size_t threads_now(std::size_t threads) {
+  if (threads <= 1) return threads;
+  static const std::size_t cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+      return static_cast<std::size_t>(std::max(1, CPU_COUNT(&set)));
+    }
+    return static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  char text[128];
+  UniqueFd fd(::open("/proc/loadavg", O_RDONLY | O_CLOEXEC));
+  const ssize_t n = fd ? ::read(fd.get(), text, sizeof text - 1) : -1;
+  return threads_for_window(threads, cores,
+                            n > 0 ? std::string_view(text, static_cast<std::size_t>(n)) : "");
+}
+
+}  // namespace
+
+std::size_t threads_for_window(std::size_t threads, std::size_t cores, std::string_view loadavg) {
+  threads = std::max<std::size_t>(1, threads);
+  // "0.61 0.55 0.50 2/345 6789": the fourth field, runnable/total.
+  std::size_t at = 0;
+  for (int field = 0; field < 3 && at != std::string_view::npos; ++field) {
+    at = loadavg.find(' ', at);
+    if (at != std::string_view::npos) ++at;
+  }
+  if (at == std::string_view::npos) return threads;
+  const auto slash = loadavg.find('/', at);
+  const auto running =
+      parse_int<std::size_t>(loadavg.substr(at, slash == std::string_view::npos ? 0 : slash - at));
+  if (!running || *running == 0) return threads;
+  const std::size_t idle = *running >= cores ? 0 : cores - *running;
+  return std::min(threads, 1 + idle);
+}
+
+// The cuts of a prior version, tried as the new content is cut: where a piece of the prior
+// version begins at the offset reached, its length is tried first and taken when the bytes
+// there hash to its id. Each piece is tried once; after a miss the chunker cuts until an
+// offset where a piece begins again (an edit in place), or to the end (bytes inserted or
+// removed). The last piece is not tried when it is shorter than the smallest chunk: it is
+// cut again with what follows it, so no chunk but a file's last is under the smallest size,
+// and a file grown by many small appends has no more chunks than one cut from scratch.
+class ChunkStore::PriorCuts {
+ public:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  struct Piece {
+    std::string id;
+    std::uint64_t start = 0;
+    std::size_t size = 0;
+  };
+
+  PriorCuts() = default;
+  PriorCuts(std::vector<Piece> pieces, std::size_t min) : pieces_(std::move(pieces)), min_(min) {}
+
+  // The piece to try at `offset` (kNone: cut by content). A piece longer than what is left
+  // of the file is tried and misses.
+  std::size_t at(std::uint64_t offset) {
+    while (next_ < pieces_.size() && pieces_[next_].start < offset) ++next_;
+    if (next_ == pieces_.size() || pieces_[next_].start != offset) return kNone;
+    if (next_ + 1 == pieces_.size() && pieces_[next_].size < min_) return kNone;
+    return next_;
+  }
+  const Piece& piece(std::size_t i) const { return pieces_[i]; }
+  // Piece `i` was tried (taken or not): the next try is past it.
+  void tried(std::size_t i) { next_ = i + 1; }
+
+ private:
+  std::vector<Piece> pieces_;
+  std::size_t min_ = 0;
+  std::size_t next_ = 0;  // pieces before it were tried or passed
+};
+
+ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog, int level,
+                       ChunkSizes sizes, std::function<bool()> cancelled, int threads)
+    : packs_dir_(std::move(packs_dir)),
+      catalog_(catalog),
+      cancelled_(std::move(cancelled)),
+      chunker_(sizes),
+      pack_(disk, packs_dir_),
+      compressor_(level, sizes.avg),
+      small_compressor_(std::max(level, kSmallFileLevel)),
+      threads_(std::max(1, threads)) {}
+
+Expected<bool> ChunkStore::known(const std::string& id, const CatalogBatch& batch) const {
+  if (batch.blob(id) != nullptr) return true;
+  auto found = catalog_.blob(id);
+  if (!found) return retry(found.error());
+  if (found->has_value() || !claim_) return found->has_value();
+  auto waited = claim_(id);
+  if (!waited) return waited.fault();
+  if (!*waited) return false;
+  // (a claim that waited has flushed this writer's group: its blobs are in the catalog)
+  found = catalog_.blob(id);
+  if (!found) return retry(found.error());
+  return found->has_value();
+}
+
+Done ChunkStore::add_blob(const std::string& id, std::size_t raw, const StoredBlob& stored,
+                          CatalogBatch& batch, ChunkedContent& out) {
+  auto ref = pack_.append(id, raw, stored);
+  if (!ref) return ref.fault();
+  out.bytes_added += kBlobHeaderSize + stored.bytes.size();
+  batch.add_blob(id, *ref);
+  return Ok{};
+}
+
+ChunkStore::PriorCuts ChunkStore::prior_cuts(const PriorContent* prior,
+                                             std::uint64_t expected_size,
+                                             const CatalogBatch& batch) const {
+  const ChunkSizes& sizes = chunker_.sizes();
+  if (prior == nullptr || prior->size < sizes.min || expected_size < sizes.min) return {};
+  std::vector<PriorCuts::Piece> pieces;
+  std::uint64_t start = 0;
+  for (const auto& id : prior->chunks) {
+    std::optional<BlobRef> ref;
+    if (const BlobRef* staged = batch.blob(id)) {
+      ref = *staged;
+    } else if (auto found = catalog_.blob(id); found && *found) {
+      ref = std::move(*found);
+    }
+    // A blob not found, or of a size no chunk has here: cut by content alone.
+    if (!ref || ref->raw == 0 || ref->raw > sizes.max) return {};
+    pieces.push_back({id, start, static_cast<std::size_t>(ref->raw)});
+    start += ref->raw;
+  }
+  if (start != prior->size) return {};
+  return PriorCuts(std::move(pieces), sizes.min);
+}
+
+Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
+                                           const std::string& shown, CatalogBatch& batch,
+                                           const PriorContent* prior) {
+  PriorCuts cuts = prior_cuts(prior, expected_size, batch);
+  if (threads_ > 1 && expected_size >= kLargeFile) {
+    return store_windowed(fd, expected_size, shown, batch, cuts);
+  }
+  ChunkedContent out;
+  BlobCompressor& compressor = expected_size < chunker_.sizes().min ? small_compressor_ : compressor_;
+  Sha256 whole;
+  std::string whole_done;  // the content's digest, when it was taken early (one chunk)
+  ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
+  for (;;) {
+    if (cancelled_ && cancelled_()) return retry("cancelled");
+    auto view = reader.peek();
+    if (!view) return view.fault();
+    if (view->empty()) break;
+    std::size_t length = 0;
+    std::string id;
+    if (const std::size_t i = cuts.at(reader.offset()); i != PriorCuts::kNone) {
+      cuts.tried(i);
+      const auto& piece = cuts.piece(i);
+      // (the view holds a maximal chunk's bytes, or the rest of the file)
+      std::string tried = piece.size > view->size()
+                              ? std::string()
+                              : sha256_hex(std::string_view(
+                                    reinterpret_cast<const char*>(view->data()), piece.size));
+      if (tried == piece.id) {
+        length = piece.size;
+        id = std::move(tried);
+      }
+    }
+    if (length == 0) length = chunker_.cut(*view);
+    reader.take(length);
+    const std::string_view bytes(reinterpret_cast<const char*>(view->data()), length);
+    whole.update(bytes);
+    if (id.empty() && reader.offset() == bytes.size() && reader.at_end()) {
+      // A file of one chunk (the first chunk, and the reader found its end): its blob's id
+      // is the content's own digest, so it is hashed once.
+      id = whole.hex_digest();
+      whole_done = id;
+    } else if (id.empty()) {
+      id = sha256_hex(bytes);
+    }
+    auto have = known(id, batch);
+    if (!have) return have.fault();
+    if (!*have) {
+      auto frame = compressor.compress(std::span(bytes.data(), bytes.size()));
+      if (!frame) return frame.fault();
+      if (auto added = add_blob(id, bytes.size(), *frame, batch, out); !added) {
+        return added.fault();
+      }
+    }
+    out.chunks.push_back(std::move(id));
+  }
+  out.size = reader.offset();
+  if (out.size != expected_size) return changed_while_read(shown);
+  out.sha256 = whole_done.empty() ? whole.hex_digest() : whole_done;
+  return out;
+}
+
+Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expected_size,
+                                                    const std::string& shown,
+                                                    CatalogBatch& batch, PriorCuts& cuts) {
+  ChunkedContent out;
+  Sha256 whole;
+  Sha256 before_window;  // `whole` before the window, to go back to when a piece misses
+  ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
+  const std::size_t max = chunker_.sizes().max;
+  while (thread_compressors_.size() < static_cast<std::size_t>(threads_)) {
+    thread_compressors_.push_back(
+        std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
+  }
+  // A window holds up to 2 x workers chunks and, past its first, up to `workers` normal
+  // chunks' bytes (at most a maximal chunk's), and the reader reads a normal chunk at a time
+  // only as far as the window's cuts need: its buffer is touched no further.
+  const std::size_t avg = chunker_.sizes().avg;
+  std::vector<WindowChunk> window;
+  for (;;) {
+    if (cancelled_ && cancelled_()) return retry("cancelled");
+    const std::size_t workers = threads_now(static_cast<std::size_t>(threads_));
+    const std::size_t window_bytes = std::min(workers * avg, max);
+    reader.compact();
+    window.clear();
+    std::size_t at = 0;  // the window's bytes
+    Chunker::Scan scan;  // of the chunk being cut at `at`
+    while (window.size() < 2 * workers && at < window_bytes) {
+      const auto rest = reader.held().subspan(at);
+      if (rest.empty() && reader.reaches_end()) break;
+      const std::uint64_t offset = reader.offset() + at;
+      // A prior piece is cut as it was, on trust: the hashes below tell whether it holds.
+      // Else a cut by content, looked for in the bytes as they are read.
+      const std::size_t piece = cuts.at(offset);
+      std::size_t length = 0;
+      if (piece != PriorCuts::kNone && cuts.piece(piece).size <= rest.size()) {
+        length = cuts.piece(piece).size;
+      } else if (piece != PriorCuts::kNone && reader.reaches_end()) {
+        cuts.tried(piece);  // longer than the file: a miss
+        continue;
+      } else if (piece == PriorCuts::kNone) {
+        length = chunker_.cut_more(rest, reader.reaches_end(), scan);
+      }
+      if (length == 0) {  // more bytes are needed to decide
+        auto more = reader.read_more(avg);
+        if (!more) return more.fault();
+        if (!*more && !reader.reaches_end()) {
+          return retry("archive: the chunk reader's buffer is full");
+        }
+        continue;
+      }
+      if (piece != PriorCuts::kNone) cuts.tried(piece);
+      window.push_back(WindowChunk{rest.first(length), {}, offset, piece, false, {}, {}});
+      at += length;
+      scan = {};
+    }
+    if (window.empty()) break;
+    before_window.assign(whole);
+    // The chunks' ids on the workers while this thread hashes the whole content.
+    for_each_on_workers(window, workers, [](WindowChunk& c, std::size_t) {
+      c.id = sha256_hex(std::string_view(reinterpret_cast<const char*>(c.bytes.data()),
+                                         c.bytes.size()));
+    }, [&] {
+      for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
+    });
+    // A piece whose bytes are not the prior version's: the window ends before it, and the
+    // next one is cut by content from there.
+    const auto missed = std::find_if(window.begin(), window.end(), [&](const WindowChunk& c) {
+      return c.piece != PriorCuts::kNone && c.id != cuts.piece(c.piece).id;
+    });
+    if (missed != window.end()) {
+      cuts.tried(missed->piece);
+      window.erase(missed, window.end());
+      whole.assign(before_window);
+      for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
+    }
+    // Which are new: in order, so a chunk repeated within the window is stored once.
+    std::vector<WindowChunk*> fresh;
+    for (auto& c : window) {
+      auto have = known(c.id, batch);
+      if (!have) return have.fault();
+      const bool earlier = std::any_of(fresh.begin(), fresh.end(),
+                                       [&](const WindowChunk* f) { return f->id == c.id; });
+      c.fresh = !*have && !earlier;
+      if (c.fresh) fresh.push_back(&c);
+    }
+    for_each_on_workers(fresh, workers, [this](WindowChunk* c, std::size_t worker) {
+      auto frame = thread_compressors_[worker]->compress(
+          std::span(reinterpret_cast<const char*>(c->bytes.data()), c->bytes.size()));
+      if (!frame) {
+        c->fault = frame.fault();
+        return;
+      }
+      if (frame->compressed) c->frame.assign(frame->bytes.begin(), frame->bytes.end());
+    }, [] {});
+    std::size_t taken = 0;
+    for (auto& c : window) {
+      if (c.fresh) {
+        if (c.fault) return *c.fault;
+        if (auto added = add_blob(c.id, c.bytes.size(), c.stored(), batch, out); !added) {
+          return added.fault();
+        }
+      }
+      taken += c.bytes.size();
+      out.chunks.push_back(std::move(c.id));
+    }
+    reader.take(taken);
+  }
+  out.size = reader.offset();
+  if (out.size != expected_size) return changed_while_read(shown);
+  out.sha256 = whole.hex_digest();
+  return out;
+}
+
+Result<int> ChunkStore::pack_fd(const std::string& name) {
+  for (auto it = open_packs_.begin(); it != open_packs_.end(); ++it) {
+    if (it->first == name) {
+      open_packs_.splice(open_packs_.begin(), open_packs_, it);
+      return open_packs_.front().second.get();
+    }
+  }
+  const std::string file = pack_file(packs_dir_, name);
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return Error{fmt::format("pack {}: {}", shown_path(file), std::strerror(errno))};
+  open_packs_.emplace_front(name, std::move(fd));
+  if (open_packs_.size() > kOpenPacks) open_packs_.pop_back();
+  return open_packs_.front().second.get();
+}
+
+Result<ChunkStore::Located> ChunkStore::locate(const std::string& id, const CatalogBatch* staged) {
+  std::optional<BlobRef> ref;
+  if (const BlobRef* pending = staged != nullptr ? staged->blob(id) : nullptr) {
+    ref = *pending;
+  } else {
+    auto known = catalog_.blob(id);
+    if (!known) return Error{known.error()};
+    ref = *known;
+  }
+  if (!ref) return Error{fmt::format("blob {} is missing (not in the catalog)", id)};
+  auto fd = pack_fd(ref->pack);
+  if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
+  return Located{*fd, std::move(*ref), &id};
+}
+
+Result<std::vector<char>> ChunkStore::read_located(const Located& at) {
+  // The whole content is hashed by the sink against the version's digest: no blob's own.
+  auto raw = read_blob(at.pack_fd, at.ref, *at.id, false);
+  if (!raw) return Error{fmt::format("blob {} in pack {}: {}", *at.id, at.ref.pack, raw.error())};
+  return raw;
+}
+
+Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks,
+                                          const std::string& sha256, int out_fd, bool sparse,
+                                          const CatalogBatch* staged) {
+  ContentSink sink(out_fd, sparse);
+  if (threads_ > 1 && chunks.size() > 1) return extract_windowed(chunks, sha256, sink, staged);
+  for (const auto& id : chunks) {
+    auto at = locate(id, staged);
+    if (!at) return Error{at.error()};
+    auto raw = read_located(*at);
+    if (!raw) return Error{raw.error()};
+    if (auto written = sink.write({raw->data(), raw->size()}); !written) {
+      return Error{written.error()};
+    }
+  }
+  return sink.finish(sha256);
+}
+
+Result<std::uint64_t> ChunkStore::extract_windowed(const std::vector<std::string>& chunks,
+                                                   const std::string& sha256, ContentSink& sink,
+                                                   const CatalogBatch* staged) {
+  // A window of blobs is read and decompressed on the workers while this thread hashes and
+  // writes the window before it, in order. No more blobs in a window than packs kept open,
+  // so a window's descriptors stay open until its blobs are read.
+  const auto workers = static_cast<std::size_t>(threads_);
+  const std::size_t size = std::min(2 * workers, kOpenPacks);
+  struct Slot {
+    Located at;
+    Result<std::vector<char>> raw = Error{"not read"};
+  };
+  std::vector<Slot> ready;  // the window read last, to write
+  for (std::size_t next = 0; next < chunks.size() || !ready.empty();) {
+    std::vector<Slot> window;
+    for (; next < chunks.size() && window.size() < size; ++next) {
+      auto at = locate(chunks[next], staged);
+      if (!at) return Error{at.error()};
+      window.push_back(Slot{std::move(*at)});
+    }
+    std::optional<Error> failed;
+    for_each_on_workers(window, workers, [](Slot& slot, std::size_t) {
+      slot.raw = read_located(slot.at);
+    }, [&] {
+      for (auto& slot : ready) {
+        if (!slot.raw) {
+          failed = Error{slot.raw.error()};
+          return;
+        }
+        if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
+          failed = Error{written.error()};
+          return;
+        }
+      }
+    });
+    if (failed) return *failed;
+    ready = std::move(window);
+  }
+  return sink.finish(sha256);
+}
+
+}  // namespace tw::archive

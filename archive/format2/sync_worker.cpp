@@ -1,0 +1,79 @@
+#include "archive/format2/sync_worker.hpp"
+
+#include <signal.h>
+#include <sys/eventfd.h>
+
+#include <cstdint>
+#include <stdexcept>
+
+namespace tw::archive {
+
+SyncWorker::SyncWorker() : done_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!done_fd_) throw std::runtime_error("eventfd failed");
+}
+
+SyncWorker::~SyncWorker() {
+  {
+    std::lock_guard lock(mutex_);
+    leaving_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SyncWorker::post(std::function<void()> job) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) return;
+  // Signals go to the other threads: the archiver's handler wakes its poll, not this.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  thread_ = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
+void SyncWorker::run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return leaving_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // leaving, with nothing left to run
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    running_ = true;
+    lock.unlock();
+    job();
+    lock.lock();
+    running_ = false;
+    changed_.notify_all();
+    // Signalled once the job's end is recorded: an owner woken by it finds idle() true
+    // when no other job waits.
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(done_fd_.get(), &one, sizeof one);
+  }
+}
+
+void SyncWorker::wait_until(const std::function<bool()>& done) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return done(); });
+}
+
+void SyncWorker::wait_idle() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return idle_locked(); });
+}
+
+bool SyncWorker::idle() {
+  std::lock_guard lock(mutex_);
+  return idle_locked();
+}
+
+void SyncWorker::clear_done() {
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t n = ::read(done_fd_.get(), &count, sizeof count);
+}
+
+}  // namespace tw::archive

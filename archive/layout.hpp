@@ -1,0 +1,119 @@
+// The seam between the archive's generic algorithms and its on-disk layouts (FORMAT.md):
+// the requests (reconcile.cpp), restore, verify and the facade (store.hpp) are written once
+// against these interfaces; format 2 (format2/layout.hpp) is the layout every new version
+// is written in, format 1 (format1/layout.hpp) one that is only read. Store::open
+// (open.cpp) is the one place that looks at an archive's FORMAT file and picks its layout.
+// Internal to the archive library. A layout belongs to one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "archive/expected.hpp"
+#include "archive/types.hpp"
+#include "common/protocol.hpp"
+#include "common/result.hpp"
+
+namespace tw::archive {
+
+// A path's lock, held until this object goes (or until its group is committed, for a
+// layout that commits in groups). Two requests for one path never interleave their look at
+// the disk and their commit (FORMAT.md, "Operations").
+class PathLock {
+ public:
+  PathLock() = default;
+  explicit PathLock(std::function<void()> release) : release_(std::move(release)) {}
+  PathLock(PathLock&& other) noexcept : release_(std::exchange(other.release_, nullptr)) {}
+  PathLock& operator=(PathLock&&) = delete;
+  PathLock(const PathLock&) = delete;
+  ~PathLock() {
+    if (release_) release_();
+  }
+
+ private:
+  std::function<void()> release_;
+};
+
+// A file's content as stored: its digest, the bytes read, the archive bytes newly written,
+// and the content ids a version names (format 2: its blobs, in order).
+struct StoredContent {
+  std::string sha256;
+  std::uint64_t size = 0;
+  std::uint64_t bytes_added = 0;
+  std::vector<std::string> chunks;
+};
+
+// The versions that use each piece of stored content (content id -> "path vN"), gathered by
+// verify's walk of every history.
+using ContentUsers = std::map<std::string, std::vector<std::string>>;
+
+// What every layout can do: read histories and the tree of archived paths, write a version's
+// content back out, and check its own storage.
+class Layout {
+ public:
+  virtual ~Layout() = default;
+
+  virtual ArchiveFormat format() const = 0;
+  // The history of `path`, oldest first; empty when it was never archived.
+  virtual Result<std::vector<Version>> versions(std::string_view path) = 0;
+  // The archived paths directly beneath `dir` (with those known only as parents), sorted.
+  virtual Result<std::vector<std::string>> children(std::string_view dir) = 0;
+  // `dir` and every archived path beneath it, sorted (empty when `dir` is unknown).
+  // `unreachable` (optional) counts the archived entries beneath `dir` that the layout
+  // knows of but cannot reach (damage): a restore names them.
+  virtual Result<std::vector<std::string>> paths_within(std::string_view dir,
+                                                        std::uint64_t* unreachable = nullptr) = 0;
+  // Every path with a history, sorted (verify).
+  virtual Result<std::vector<std::string>> archived_paths() = 0;
+  // Writes (or with fd -1 only checks) the content of file version `v`; the bytes written.
+  virtual Result<std::uint64_t> extract(const Version& v, int fd, bool sparse) = 0;
+  // The content ids file version `v` names, as verify counts their users.
+  virtual std::vector<std::string> content_ids(const Version& v) const = 0;
+  // Verify's part that is the layout's own: every piece of stored content read back and
+  // checked (`users` says who uses each; what no storage holds is named missing), the
+  // layout's own structure checked. Adds to `report`.
+  virtual void verify_storage(ContentUsers users, VerifyReport& report,
+                              const std::function<void(std::string_view)>& progress) = 0;
+};
+
+// What the layout that takes new versions can do besides: the requests' steps, and group
+// commit (FORMAT.md, "Group commit").
+class WritableLayout : public Layout {
+ public:
+  // The latest version of `path` (staged ones included), if any.
+  virtual Expected<std::optional<Version>> latest(std::string_view path) = 0;
+  // Whether anything is archived (or staged) beneath `path`.
+  virtual Expected<bool> has_children(std::string_view path) = 0;
+  // Whether `v`'s content is in the archive, so that a new version may name it unread.
+  virtual bool content_available(const Version& v) const = 0;
+  // Reads `fd` (of `size` bytes; another length is a change) into the archive, cut where
+  // `prior` (an earlier version of the file, optional) was cut while the bytes agree.
+  virtual Expected<StoredContent> store_content(int fd, std::uint64_t size,
+                                                const std::string& shown, const Version* prior) = 0;
+  // Commits `v` as the newest version of `path` (durable before it returns, or with its
+  // group). Returns the catalog bytes it adds.
+  virtual Expected<std::uint64_t> commit(const std::string& path, const Version& v) = 0;
+  // Locks `path` (waiting for another holder).
+  virtual Expected<PathLock> lock(std::string_view path) = 0;
+  // Orders locks: two paths are always locked in the order of their ranks.
+  virtual std::string lock_rank(std::string_view path) const = 0;
+
+  // Group commit, as Store's methods of the same names say.
+  virtual void begin_group() = 0;
+  virtual void close_group(std::function<void(const Done&)> on_durable) = 0;
+  virtual void advance() = 0;
+  virtual int group_fd() const = 0;
+  virtual bool syncing() const = 0;
+  virtual Done flush() = 0;
+  virtual std::size_t staged_versions() const = 0;
+  virtual std::uint64_t staged_bytes() const = 0;
+  virtual Result<bool> fold_journal() = 0;
+};
+
+}  // namespace tw::archive

@@ -1,0 +1,133 @@
+// The facade (archive/store.hpp): each request, read and check goes to the generic
+// algorithms over the archive's layout.
+#include "archive/store.hpp"
+
+#include <unordered_set>
+
+#include "archive/paths.hpp"
+#include "archive/reconcile.hpp"
+#include "archive/restore.hpp"
+#include "archive/store_impl.hpp"
+#include "archive/verify.hpp"
+#include "common/paths.hpp"
+
+namespace tw::archive {
+namespace {
+
+ArchiveResult to_archive_result(const Expected<std::uint64_t>& result) {
+  if (result) return ArchiveResult{Outcome::Complete, *result, {}};
+  return ArchiveResult{result.fault().outcome, 0, result.fault().message};
+}
+
+ArchiveResult read_only(const Store::Impl& impl) {
+  return ArchiveResult{Outcome::FailedPermanent, 0, "archive " + impl.root + " is open read-only"};
+}
+
+}  // namespace
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+const std::string& Store::root() const { return impl_->root; }
+ArchiveFormat Store::format() const { return impl_->layout->format(); }
+
+ArchiveResult Store::update(std::string_view path, QueueOrder order) {
+  if (impl_->writer == nullptr) return read_only(*impl_);
+  return to_archive_result(
+      Reconciler(*impl_->writer, impl_->hooks, order).reconcile(path, Op::Update));
+}
+ArchiveResult Store::stat(std::string_view path, QueueOrder order) {
+  if (impl_->writer == nullptr) return read_only(*impl_);
+  return to_archive_result(
+      Reconciler(*impl_->writer, impl_->hooks, order).reconcile(path, Op::Stat));
+}
+ArchiveResult Store::remove(std::string_view path, QueueOrder order) {
+  if (impl_->writer == nullptr) return read_only(*impl_);
+  return to_archive_result(
+      Reconciler(*impl_->writer, impl_->hooks, order).reconcile(path, Op::Delete));
+}
+ArchiveResult Store::move(std::string_view from, std::string_view to, QueueOrder order) {
+  if (impl_->writer == nullptr) return read_only(*impl_);
+  return to_archive_result(Reconciler(*impl_->writer, impl_->hooks, order).move(from, to));
+}
+ArchiveResult Store::scan(std::string_view path, QueueOrder order, const Filter* filter) {
+  if (impl_->writer == nullptr) return read_only(*impl_);
+  return to_archive_result(Reconciler(*impl_->writer, impl_->hooks, order).scan(path, filter));
+}
+
+Result<std::vector<Version>> Store::versions(std::string_view raw) const {
+  auto path = normalize_path(raw);
+  if (!path) return Error{path.error()};
+  return impl_->layout->versions(*path);
+}
+
+Result<std::vector<std::string>> Store::paths_within(std::string_view raw) const {
+  auto path = normalize_path(raw);
+  if (!path) return Error{path.error()};
+  return impl_->layout->paths_within(*path, nullptr);
+}
+
+Result<std::vector<std::string>> Store::children(std::string_view raw,
+                                                 const std::vector<std::string>& except) const {
+  auto path = normalize_path(raw);
+  if (!path) return Error{path.error()};
+  auto children = impl_->layout->children(*path);
+  if (!children || except.empty()) return children;
+  const std::unordered_set<std::string> skip(except.begin(), except.end());
+  std::erase_if(*children,
+                [&](const std::string& child) { return skip.count(base_name(child)) > 0; });
+  return children;
+}
+
+Result<RestoreReport> Store::restore(std::string_view path, const RestoreOptions& options) const {
+  return restore_archived(*impl_->layout, path, options, impl_->hooks.cancelled);
+}
+
+VerifyReport Store::verify(const std::function<void(std::string_view)>& progress) const {
+  return verify_archive(*impl_->layout, impl_->root, impl_->hooks.cancelled, progress);
+}
+
+// --- Group commit ------------------------------------------------------------------------
+
+void Store::begin_group() {
+  if (impl_->writer != nullptr) impl_->writer->begin_group();
+}
+
+void Store::close_group(std::function<void(const Status&)> on_durable) {
+  if (impl_->writer == nullptr) {
+    on_durable(Ok{});
+    return;
+  }
+  impl_->writer->close_group([on_durable = std::move(on_durable)](const Done& done) {
+    on_durable(done ? Status(Ok{}) : Status(Error{done.fault().message}));
+  });
+}
+
+void Store::advance() {
+  if (impl_->writer != nullptr) impl_->writer->advance();
+}
+
+int Store::group_fd() const { return impl_->writer != nullptr ? impl_->writer->group_fd() : -1; }
+
+bool Store::syncing() const { return impl_->writer != nullptr && impl_->writer->syncing(); }
+
+Status Store::flush() {
+  if (impl_->writer == nullptr) return Ok{};
+  if (auto flushed = impl_->writer->flush(); !flushed) return Error{flushed.fault().message};
+  return Ok{};
+}
+
+Result<bool> Store::fold_journal() {
+  return impl_->writer != nullptr ? impl_->writer->fold_journal() : Result<bool>(true);
+}
+
+std::size_t Store::staged_versions() const {
+  return impl_->writer != nullptr ? impl_->writer->staged_versions() : 0;
+}
+std::uint64_t Store::staged_bytes() const {
+  return impl_->writer != nullptr ? impl_->writer->staged_bytes() : 0;
+}
+
+}  // namespace tw::archive

@@ -1,0 +1,121 @@
+// The archive under a backup root (FORMAT.md): the facade that the archiver, the monitor
+// and `timewarp` use. It opens whichever layout the archive is in (format 2, written; format
+// 1, read only) and runs the generic requests, restore and verify over it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "archive/types.hpp"
+#include "common/filters.hpp"
+#include "common/protocol.hpp"
+#include "common/result.hpp"
+
+namespace tw::archive {
+
+// An open archive. Several Store objects, in one process or several, may work on the
+// same root at once: writes are crash-safe and each path's history is changed under an
+// flock. One Store object must be used by one thread at a time.
+class Store {
+ public:
+  using Mode = OpenMode;
+
+  // Opens the archive at `backup_root`, of whichever format it is. ReadWrite creates it,
+  // in format 2, when absent, and refuses a format-1 archive (read only, FORMAT.md
+  // "Appendix: format 1"); ReadOnly refuses a directory that is not an archive.
+  // `compression` applies to new content.
+  static Result<Store> open(const std::string& backup_root, Mode mode, StoreHooks hooks = {},
+                            CompressionOptions compression = {});
+  // The format of this archive.
+  ArchiveFormat format() const;
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  // The requests of the line protocol. Paths are raw, absolute. None is replayed as
+  // an edit: each makes the archive's latest state of its path (and of what is archived
+  // beneath it) equal to the disk now; the op only hints at what changed (DESIGN.md,
+  // "Convergence"). STAT takes the latest content over when size and mtime are unchanged;
+  // MOVE lets the history follow the file when the disk confirms the rename.
+  // `order` is the request's place in the master queue, when it came with one: a regular
+  // file whose content is read records its horizon, and a later request whose changes
+  // were all queued before that read began takes that content over when the file's stat
+  // is unchanged, without reading it again (FORMAT.md, "Reads that answer later requests").
+  ArchiveResult update(std::string_view path, QueueOrder order = {});
+  ArchiveResult stat(std::string_view path, QueueOrder order = {});
+  ArchiveResult remove(std::string_view path, QueueOrder order = {});  // DELETE
+  ArchiveResult move(std::string_view from, std::string_view to, QueueOrder order = {});
+  // SCAN: the directory as UPDATE does, then each of its entries but its subdirectories as
+  // STAT does (a file whose size and mtime match its latest version is not read).
+  // Entries `filter` excludes, or finds too big, are left alone (nullptr: none is). A path
+  // that is no longer a directory is reconciled as UPDATE does. An entry that cannot be
+  // archived does not stop the others; the answer then names it.
+  ArchiveResult scan(std::string_view path, QueueOrder order = {}, const Filter* filter = nullptr);
+
+  // Group commit (format 2; on format 1 every version is durable when its request
+  // returns, and these change nothing; FORMAT.md, "Format 2", Group commit). After
+  // begin_group(), the requests' versions are staged in the open group, their paths
+  // locked. close_group() closes it: a thread of the Store syncs its pack while the
+  // requests of the next group run; advance() then commits it to the catalog (seen by all,
+  // its paths unlocked), and once the catalog's journal is synced, `on_durable` runs on
+  // that thread with Ok, or with the error that lost the group (its requests, and those of
+  // every group after it not yet committed, are to be answered FAILED RETRY). Groups are
+  // committed and their `on_durable` run in the order closed. A request answered COMPLETE
+  // in a group may be reported as such only from its `on_durable`. Reads through this
+  // Store see every staged version.
+  void begin_group();
+  void close_group(std::function<void(const Status&)> on_durable);
+  // Commits the closed groups whose pack is synced; call it when group_fd() is readable
+  // and between requests.
+  void advance();
+  // Readable when a closed group's sync or answers are done (-1 before the first group).
+  int group_fd() const;
+  // Whether the thread of the groups is busy with a closed group (its sync, its journal
+  // sync or its answers). A group closed meanwhile would only wait behind that work, so
+  // the caller may keep it open for more requests until group_fd() says the work is done.
+  bool syncing() const;
+  // Closes the open group and waits until every group is committed, durable and its
+  // `on_durable` run: Ok, or why the last group was lost.
+  Status flush();
+  // How many versions wait to be committed, and the content bytes staged in the open group.
+  std::size_t staged_versions() const;
+  std::uint64_t staged_bytes() const;
+  // For a quiet archive (no request for a while, nothing staged): folds the catalog's
+  // journal into it and empties it, if no other process is busy with the catalog. True when
+  // done or nothing to do (format 1, read-only); false when to be tried again later.
+  Result<bool> fold_journal();
+
+  // The history of `path`, oldest first; empty when it was never archived.
+  Result<std::vector<Version>> versions(std::string_view path) const;
+  // Every archived path at or beneath `dir` (including ones known only as parents), sorted.
+  Result<std::vector<std::string>> paths_within(std::string_view dir) const;
+  // The archived paths directly beneath `dir`, sorted, leaving out those whose last
+  // component is in `except` (raw names; for instance a directory's entries on disk, so
+  // only what the disk no longer holds is read and returned). Reads one directory of the
+  // archive, not the subtree.
+  Result<std::vector<std::string>> children(std::string_view dir,
+                                            const std::vector<std::string>& except = {}) const;
+
+  // Restores `path` (a file, a link, or a directory with its whole subtree). Fails when
+  // nothing could be restored; entries that failed inside a directory are listed in the
+  // report's problems.
+  Result<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
+
+  // Re-reads every object and history. `progress` (optional) receives a line now and then.
+  VerifyReport verify(const std::function<void(std::string_view)>& progress = {}) const;
+
+  const std::string& root() const;
+
+  struct Impl;
+
+ private:
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tw::archive

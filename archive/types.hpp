@@ -1,0 +1,167 @@
+// The archive's vocabulary (FORMAT.md): versions and histories, what a request did,
+// the options and reports of restore and verify. Shared by the facade (store.hpp), the
+// generic algorithms and the layouts beneath them; plain values, safe from any thread.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/protocol.hpp"
+
+namespace tw::archive {
+
+// How an archive is opened: ReadWrite creates it when absent and takes new versions.
+enum class OpenMode { ReadOnly, ReadWrite };
+
+// One entry of a path's history. Paths and link targets are raw bytes.
+struct Version {
+  std::uint64_t number = 0;         // 1, 2, 3... per path
+  std::int64_t archived_at_ns = 0;  // when it was archived (UTC, ns since the epoch)
+  Op op = Op::Update;
+  std::uint64_t size = 0;  // file bytes, or link target length
+  std::string sha256;      // hex digest of the content; empty when none
+  std::uint32_t mode = 0;  // st_mode with the type bits; 0 for tombstones
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::int64_t mtime_ns = 0;
+  std::uint64_t dev = 0;    // st_dev and st_ino of what was archived (0: not recorded, as
+  std::uint64_t ino = 0;    // in tombstones and in versions written before they were)
+  std::string link_target;  // symlinks only
+  std::string moved_from;   // a MOVE version at the new path: the old path
+  std::string moved_to;     // a MOVE tombstone at the old path: the new path
+  // Format 2: the blobs a regular file's content is made of, in order (their SHA-256s; one,
+  // the content's own, for a file of one chunk; none when empty). Format 1: always empty.
+  std::vector<std::string> chunks;
+  // Format 2, a regular file whose content was read for this version: every change queued
+  // as an item with an id up to this one was made before the read began (the horizon of
+  // the request that read it; FORMAT.md, "Reads that answer later requests"). 0: unknown.
+  std::int64_t read_after = 0;
+
+  // False for tombstones: a DELETE, or the MOVE recorded at the path a file left.
+  bool exists() const { return op != Op::Delete && !(op == Op::Move && !moved_to.empty()); }
+  bool is_file() const;
+  bool is_symlink() const;
+  bool is_directory() const;
+};
+
+// One path's versions, oldest first.
+struct History {
+  std::string path;  // raw, canonical
+  std::vector<Version> versions;
+
+  const Version* latest() const { return versions.empty() ? nullptr : &versions.back(); }
+  // The latest version still present (nullptr when empty or the latest is a tombstone).
+  const Version* live() const {
+    return versions.empty() || !versions.back().exists() ? nullptr : &versions.back();
+  }
+};
+
+// How what a path holds now differs from its live archived version: the one definition of
+// "unchanged against the archive". The monitor's scans decide with it what to queue, and
+// the archiver what content it may take over and whether a new version is due, so a scan
+// and the archiver never disagree about a path.
+enum class Difference {
+  None,      // unchanged: nothing to archive
+  Metadata,  // only permission bits, owner or group, or a directory's mtime: a STAT
+  Content,   // nothing live, another type, or what the file or link holds: an UPDATE
+};
+
+// `live` is the archive's latest version of the path, nullptr when there is none or it is
+// a tombstone; `now` describes the disk (version_of_stat, with the link target of a link;
+// with the digest of a file only when its content was read). Compared, in this order:
+//   - nothing live, or another type (S_IFMT): Content;
+//   - a regular file: size and mtime (to the nanosecond), and the SHA-256 when `now` has
+//     one: Content when any differs (without a digest, same size and mtime stand for the
+//     same content);
+//   - a symlink: size, mtime and target: Content when any differs;
+//   - a directory: mtime (it changes whenever an entry is created, removed or renamed):
+//     Metadata; its size is not compared;
+//   - every type: permission bits (and set-id, sticky), uid, gid: Metadata.
+// Never compared: device and inode (a file put back in place is unchanged), ctime, atime,
+// the op and the archive time.
+Difference difference(const Version* live, const Version& now);
+
+// What `difference` reads of an lstat result, as a version (op UPDATE): type and mode,
+// owner, mtime, device and inode, and the size of a file or link (a directory's is 0). The
+// link target and the digest are the caller's to add.
+Version version_of_stat(const struct stat& st);
+
+// What one archive operation did: COMPLETE with the bytes it added to the archive, or a
+// failure to answer FAILED RETRY / FAILED PERMANENT with `message` (valid UTF-8).
+struct ArchiveResult {
+  Outcome outcome = Outcome::Complete;
+  std::uint64_t bytes_added = 0;
+  std::string message;
+};
+
+// Points where tests and the archiver process step into a Store's work.
+struct StoreHooks {
+  // Runs between reading a file's content and checking that it did not change meanwhile.
+  std::function<void()> after_content_read;
+  // Runs before every durable write step (temporary file, fsync, rename, mkdir...).
+  std::function<void(std::string_view step)> before_write_step;
+  // Polled during long work; when it returns true the operation stops with FAILED RETRY.
+  std::function<bool()> cancelled;
+  // Tests only: asked before a pack sync and a group's catalog commit (format 2); when
+  // it returns true, that step fails (as an I/O error would) instead of being done. May be
+  // called from the store's sync thread.
+  std::function<bool(std::string_view step)> fail_write_step;
+};
+
+// How new content objects are compressed. Neither setting changes an object's name (the
+// SHA-256 of the uncompressed content) or what restore and verify read.
+struct CompressionOptions {
+  int level = 2;    // zstd level: 2 is about 1.5 times as fast as zstd's default 3 for
+                    // ~1-3% more bytes (format 2 compresses a file under 256 KiB at 3 at
+                    // least); negative levels are faster still, 19 stores the least
+  int threads = 0;  // threads compressing one large file (4 MiB or more): 0 = one per
+                    // online core, at most 4; 1 = only the caller's thread, which also
+                    // compresses every smaller file
+};
+
+// The on-disk formats (archive/FORMAT.md). An archive keeps the format it was made in;
+// a new one is made in kNewArchiveFormat unless asked otherwise.
+enum class ArchiveFormat { V1 = 1, V2 = 2 };
+inline constexpr ArchiveFormat kNewArchiveFormat = ArchiveFormat::V2;
+
+// Which version a restore picks: by number, the latest at or before a time, or (neither
+// set) the latest.
+struct VersionSelector {
+  std::optional<std::uint64_t> number;
+  std::optional<std::int64_t> at_ns;
+};
+
+struct RestoreOptions {
+  VersionSelector which;
+  std::string destination;     // empty: the original path
+  bool overwrite = false;      // replace existing files (never a directory by a file)
+  bool restore_owner = false;  // chown to the archived uid/gid (needs root)
+};
+
+struct RestoreReport {
+  std::string destination;  // where PATH itself went
+  std::uint64_t files = 0;
+  std::uint64_t symlinks = 0;
+  std::uint64_t directories = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t skipped = 0;          // paths that did not exist at the chosen time
+  std::vector<std::string> problems;  // entries not restored, one line each (escaped)
+};
+
+struct VerifyReport {
+  std::uint64_t objects = 0;
+  std::uint64_t histories = 0;
+  std::uint64_t versions = 0;
+  std::uint64_t unreferenced_objects = 0;  // left by interrupted work; harmless
+  std::vector<std::string> problems;       // one line each: damaged objects and who uses them
+  std::vector<std::string> warnings;       // not damage: an archive readable by others
+  bool ok() const { return problems.empty(); }
+};
+
+}  // namespace tw::archive

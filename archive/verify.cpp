@@ -1,0 +1,105 @@
+// Verify over the layout seam (archive/verify.hpp).
+#include "archive/verify.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/dirs.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+constexpr std::size_t kUsersShown = 20;
+
+// One history: numbered without gaps, and no file that names no content.
+void check_history(const std::string& path, const std::vector<Version>& versions,
+                   const Layout& layout, ContentUsers& users, VerifyReport& report) {
+  ++report.histories;
+  std::uint64_t expected = 1;
+  for (const auto& v : versions) {
+    ++report.versions;
+    if (v.number != expected++) {
+      report.problems.push_back(fmt::format("history of {} skips from version {} to {}",
+                                            shown_path(path), expected - 2, v.number));
+      expected = v.number + 1;
+    }
+    if (!v.exists() || !v.is_file()) continue;
+    const auto ids = layout.content_ids(v);
+    if (v.size > 0 && ids.empty()) {
+      report.problems.push_back(fmt::format("{} v{}: a file of {} bytes that names no content",
+                                            shown_path(path), v.number, v.size));
+    }
+    for (const auto& id : ids)
+      users[id].push_back(fmt::format("{} v{}", shown_path(path), v.number));
+  }
+}
+
+// The archive is private: a folder or file under the root that others may read is named
+// (not damage: a warning).
+void check_private(const std::string& root, VerifyReport& report) {
+  struct stat st {};
+  if (::lstat(root.c_str(), &st) != 0) return;
+  if ((st.st_mode & 0077) != 0) {
+    report.warnings.push_back(fmt::format(
+        "{} is readable by others (mode {:04o}): archived file names and contents are exposed; "
+        "chmod -R go-rwx {}",
+        shown_path(root), st.st_mode & 07777, shown_path(root)));
+  }
+}
+
+}  // namespace
+
+std::string users_text(const std::vector<std::string>& users) {
+  if (users.empty()) return "used by no version";
+  std::string text = "used by ";
+  for (std::size_t i = 0; i < users.size() && i < kUsersShown; ++i) {
+    if (i > 0) text += ", ";
+    text += users[i];
+  }
+  if (users.size() > kUsersShown) text += fmt::format(" and {} more", users.size() - kUsersShown);
+  return text;
+}
+
+std::vector<std::string> list_dir(const std::string& dir, bool* failed) {
+  auto names = directory_names(dir);
+  if (failed != nullptr) *failed = !names && names.failure().value != ENOENT;
+  return names ? std::move(names.value()) : std::vector<std::string>{};
+}
+
+VerifyReport verify_archive(Layout& layout, const std::string& root,
+                            const std::function<bool()>& cancelled,
+                            const std::function<void(std::string_view)>& progress) {
+  VerifyReport report;
+  check_private(root, report);
+  ContentUsers users;
+  auto paths = layout.archived_paths();
+  if (!paths) {
+    report.problems.push_back(paths.error());
+    return report;
+  }
+  for (const auto& path : *paths) {
+    if (cancelled && cancelled()) {
+      report.problems.push_back("verify cancelled before it finished");
+      return report;
+    }
+    auto versions = layout.versions(path);
+    if (!versions) {
+      report.problems.push_back(versions.error());
+      continue;
+    }
+    check_history(path, *versions, layout, users, report);
+  }
+  if (progress) {
+    progress(
+        fmt::format("checked {} histories with {} versions", report.histories, report.versions));
+  }
+  layout.verify_storage(std::move(users), report, progress);
+  return report;
+}
+
+}  // namespace tw::archive
