@@ -203,7 +203,7 @@ bool write_responses(const std::vector<tw::Response>& responses) {
 class Answers {
  public:
   explicit Answers(tw::archive::Store* store) : store_(store) {
-    grouping_ = store_ != nullptr && store_->format() == tw::archive::ArchiveFormat::V2;
+    grouping_ = store_ != nullptr;  // a writable store is format 2, which commits in groups
     if (grouping_) store_->begin_group();
   }
 
