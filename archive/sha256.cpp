@@ -47,65 +47,6 @@ std::string Sha256::hex_digest() {
   return digest_hex(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
-Sha256Thread::Sha256Thread() : thread_([this] { run(); }) {}
-
-Sha256Thread::~Sha256Thread() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  work_.notify_one();
-  thread_.join();
-}
-
-// Each side wakes the other only when it sleeps: buffers are small and many.
-std::uint64_t Sha256Thread::add(const void* data, std::size_t size) {
-  bool wake = false;
-  std::uint64_t ticket = 0;
-  {
-    std::lock_guard lock(mutex_);
-    queue_.emplace_back(data, size);
-    ticket = ++added_;
-    wake = idle_;
-  }
-  if (wake) work_.notify_one();
-  return ticket;
-}
-
-void Sha256Thread::wait(std::uint64_t ticket) {
-  std::unique_lock lock(mutex_);
-  if (hashed_ >= ticket) return;
-  waited_for_ = ticket;
-  done_.wait(lock, [&] { return hashed_ >= ticket; });
-  waited_for_ = 0;
-}
-
-std::string Sha256Thread::hex_digest() {
-  std::uint64_t last = 0;
-  {
-    std::lock_guard lock(mutex_);
-    last = added_;
-  }
-  wait(last);
-  return sha_.hex_digest();
-}
-
-void Sha256Thread::run() {
-  std::unique_lock lock(mutex_);
-  while (true) {
-    idle_ = true;
-    work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    idle_ = false;
-    if (stop_) return;
-    const auto [data, size] = queue_.front();
-    lock.unlock();
-    sha_.update(data, size);
-    lock.lock();
-    queue_.pop_front();
-    ++hashed_;
-    if (waited_for_ != 0 && hashed_ >= waited_for_) done_.notify_one();
-  }
-}
 
 std::string sha256_hex(std::string_view data) {
   Sha256 sha;

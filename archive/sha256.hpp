@@ -1,16 +1,12 @@
 // Streaming SHA-256 (OpenSSL EVP) for archive contents and history checksums.
-// One Sha256 belongs to one thread at a time; Sha256Thread hashes in a thread of its own.
+// One Sha256 belongs to one thread at a time.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 
 struct evp_md_ctx_st;
@@ -35,39 +31,7 @@ class Sha256 {
   evp_md_ctx_st* ctx_;
 };
 
-// A SHA-256 computed by a thread of its own, over buffers handed to it in order, so that
-// hashing a large file overlaps reading and compressing it. Owned by one thread, which
-// calls every method; the hashing thread only reads the buffers it is given.
-class Sha256Thread {
- public:
-  Sha256Thread();
-  Sha256Thread(const Sha256Thread&) = delete;
-  Sha256Thread& operator=(const Sha256Thread&) = delete;
-  ~Sha256Thread();  // stops after the buffer in hand (the digest is then lost)
-
-  // Queues `size` bytes at `data`, which must stay unchanged until wait(ticket) returns.
-  std::uint64_t add(const void* data, std::size_t size);
-  // Waits until the buffer given ticket `ticket` (and every one before it) is hashed.
-  void wait(std::uint64_t ticket);
-  // Waits for every buffer, then as Sha256::hex_digest.
-  std::string hex_digest();
-
- private:
-  void run();
-
-  std::mutex mutex_;
-  std::condition_variable work_;  // for the hashing thread: a buffer or stop_
-  std::condition_variable done_;  // for the owner: hashed_ reached waited_for_
-  std::deque<std::pair<const void*, std::size_t>> queue_;  // guarded by mutex_
-  std::uint64_t added_ = 0;                                // guarded by mutex_
-  std::uint64_t hashed_ = 0;                               // guarded by mutex_
-  std::uint64_t waited_for_ = 0;  // guarded by mutex_; the ticket the owner waits for
-  bool idle_ = false;             // guarded by mutex_; the hashing thread waits for work
-  bool stop_ = false;             // guarded by mutex_
-  Sha256 sha_;                    // the hashing thread's until every buffer is hashed
-  std::thread thread_;
-};
-
+// The SHA-256 of `data`, as 64 lower-case hex digits.
 std::string sha256_hex(std::string_view data);
 
 // True when `text` is 64 lower-case hex digits, the form of every digest in the archive.

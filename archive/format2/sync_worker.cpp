@@ -14,19 +14,19 @@ SyncWorker::SyncWorker() : done_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
 
 SyncWorker::~SyncWorker() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     leaving_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void SyncWorker::post(std::function<void()> job) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     jobs_.push_back(std::move(job));
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (thread_.joinable()) return;
   // Signals go to the other threads: the archiver's handler wakes its poll, not this.
   sigset_t all, before;
@@ -37,18 +37,18 @@ void SyncWorker::post(std::function<void()> job) {
 }
 
 void SyncWorker::run() {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(&mutex_);
   while (true) {
-    changed_.wait(lock, [this] { return leaving_ || !jobs_.empty(); });
+    while (!leaving_ && jobs_.empty()) changed_.Wait(&mutex_);
     if (jobs_.empty()) return;  // leaving, with nothing left to run
     auto job = std::move(jobs_.front());
     jobs_.pop_front();
     running_ = true;
-    lock.unlock();
+    mutex_.Unlock();
     job();
-    lock.lock();
+    mutex_.Lock();
     running_ = false;
-    changed_.notify_all();
+    changed_.SignalAll();
     // Signalled once the job's end is recorded: an owner woken by it finds idle() true
     // when no other job waits.
     const std::uint64_t one = 1;
@@ -57,17 +57,17 @@ void SyncWorker::run() {
 }
 
 void SyncWorker::wait_until(const std::function<bool()>& done) {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return done(); });
+  MutexLock lock(&mutex_);
+  while (!done()) changed_.Wait(&mutex_);
 }
 
 void SyncWorker::wait_idle() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return idle_locked(); });
+  MutexLock lock(&mutex_);
+  while (!idle_locked()) changed_.Wait(&mutex_);
 }
 
 bool SyncWorker::idle() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return idle_locked();
 }
 

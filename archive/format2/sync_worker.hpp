@@ -6,13 +6,13 @@
 // archive library; post() and the waits belong to one owner thread.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "common/fd.hpp"
+#include "common/mutex.hpp"
+#include "common/thread_annotations.hpp"
 #include "common/noncopyable.hpp"
 
 namespace tw::archive {
@@ -23,29 +23,34 @@ class SyncWorker : NonCopyable {
   // Runs what is posted still, then joins the thread.
   ~SyncWorker();
 
-  void post(std::function<void()> job);
+  void post(std::function<void()> job) EXCLUDES(mutex_);
   // Blocks until `done()` holds, looking again each time a job has run.
-  void wait_until(const std::function<bool()>& done);
+  void wait_until(const std::function<bool()>& done) EXCLUDES(mutex_);
   // Blocks until every job posted has run.
-  void wait_idle();
+  void wait_idle() EXCLUDES(mutex_);
   // Whether every job posted has run (none waits or runs).
-  bool idle();
+  bool idle() EXCLUDES(mutex_);
   // Readable once a job has run since the last clear_done(): wait on it beside other
   // descriptors.
   int done_fd() const { return done_fd_.get(); }
   void clear_done();
 
  private:
-  void run();
+  void run() EXCLUDES(mutex_);
   // idle(), with mutex_ held.
-  bool idle_locked() const { return jobs_.empty() && !running_; }
+  bool idle_locked() const REQUIRES(mutex_) { return jobs_.empty() && !running_; }
 
+  // --- constant after construction
   UniqueFd done_fd_;  // an eventfd
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<std::function<void()>> jobs_;
-  bool running_ = false;  // a job is under way
-  bool leaving_ = false;
+
+  // --- protected by mutex_
+  Mutex mutex_;
+  CondVar changed_;  // a job was posted or ended, or the owner is leaving
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mutex_);
+  bool running_ GUARDED_BY(mutex_) = false;  // a job is under way
+  bool leaving_ GUARDED_BY(mutex_) = false;
+
+  // --- the owner's
   std::thread thread_;  // started by the first post()
 };
 
