@@ -1,5 +1,7 @@
 #include "archive/paths.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
@@ -43,6 +45,12 @@ std::vector<std::string> components_below(std::string_view path, std::string_vie
     rest.remove_prefix(slash);
   }
   return parts;
+}
+
+std::vector<std::string> sorted_once(std::vector<std::string> paths) {
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  return paths;
 }
 
 }  // namespace tw::archive

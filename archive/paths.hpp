@@ -21,4 +21,8 @@ Result<std::string> normalize_path(std::string_view raw);
 // The components of `path` below `dir` (path_within must hold); empty for `dir` itself.
 std::vector<std::string> components_below(std::string_view path, std::string_view dir);
 
+// `paths` sorted, each once (a layout may list a path twice: staged and committed, or by two
+// markers a power cut left).
+std::vector<std::string> sorted_once(std::vector<std::string> paths);
+
 }  // namespace tw::archive

@@ -19,8 +19,15 @@ ArchiveResult to_archive_result(const Expected<std::uint64_t>& result) {
   return ArchiveResult{result.fault().outcome, 0, result.fault().message};
 }
 
-ArchiveResult read_only(const Store::Impl& impl) {
-  return ArchiveResult{Outcome::FailedPermanent, 0, "archive " + impl.root + " is open read-only"};
+// Runs `request` on a Reconciler of this request, when the store takes new versions.
+template <class Request>
+ArchiveResult reconciled(Store::Impl& impl, QueueOrder order, Request request) {
+  if (impl.writer == nullptr) {
+    return ArchiveResult{Outcome::FailedPermanent, 0,
+                         "archive " + impl.root + " is open read-only"};
+  }
+  Reconciler reconciler(*impl.writer, impl.hooks, order);
+  return to_archive_result(request(reconciler));
 }
 
 }  // namespace
@@ -34,27 +41,19 @@ const std::string& Store::root() const { return impl_->root; }
 ArchiveFormat Store::format() const { return impl_->layout->format(); }
 
 ArchiveResult Store::update(std::string_view path, QueueOrder order) {
-  if (impl_->writer == nullptr) return read_only(*impl_);
-  return to_archive_result(
-      Reconciler(*impl_->writer, impl_->hooks, order).reconcile(path, Op::Update));
+  return reconciled(*impl_, order, [&](Reconciler& r) { return r.reconcile(path, Op::Update); });
 }
 ArchiveResult Store::stat(std::string_view path, QueueOrder order) {
-  if (impl_->writer == nullptr) return read_only(*impl_);
-  return to_archive_result(
-      Reconciler(*impl_->writer, impl_->hooks, order).reconcile(path, Op::Stat));
+  return reconciled(*impl_, order, [&](Reconciler& r) { return r.reconcile(path, Op::Stat); });
 }
 ArchiveResult Store::remove(std::string_view path, QueueOrder order) {
-  if (impl_->writer == nullptr) return read_only(*impl_);
-  return to_archive_result(
-      Reconciler(*impl_->writer, impl_->hooks, order).reconcile(path, Op::Delete));
+  return reconciled(*impl_, order, [&](Reconciler& r) { return r.reconcile(path, Op::Delete); });
 }
 ArchiveResult Store::move(std::string_view from, std::string_view to, QueueOrder order) {
-  if (impl_->writer == nullptr) return read_only(*impl_);
-  return to_archive_result(Reconciler(*impl_->writer, impl_->hooks, order).move(from, to));
+  return reconciled(*impl_, order, [&](Reconciler& r) { return r.move(from, to); });
 }
 ArchiveResult Store::scan(std::string_view path, QueueOrder order, const Filter* filter) {
-  if (impl_->writer == nullptr) return read_only(*impl_);
-  return to_archive_result(Reconciler(*impl_->writer, impl_->hooks, order).scan(path, filter));
+  return reconciled(*impl_, order, [&](Reconciler& r) { return r.scan(path, filter); });
 }
 
 Result<std::vector<Version>> Store::versions(std::string_view raw) const {

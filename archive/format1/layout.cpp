@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "archive/disk.hpp"
 #include "archive/format1/history.hpp"
 #include "archive/format1/objects.hpp"
+#include "archive/paths.hpp"
 #include "archive/sha256.hpp"
 #include "archive/verify.hpp"
 #include "common/escape.hpp"
@@ -29,35 +31,12 @@ constexpr std::string_view kPendingSuffix = ".pending";
 constexpr std::string_view kPathLine = "timewarp-history 1\npath\t";
 constexpr std::size_t kHeadLimit = 64 * 1024;
 
-bool is_bucket(const std::string& name) {
-  return name.size() == 2 && is_sha256_hex(name + std::string(62, '0'));
-}
-
 // A marker's key, and whether it is pending; nullopt when the name is no marker.
 std::optional<std::pair<std::string, bool>> parse_marker(std::string name) {
   const bool pending = name.size() > kPendingSuffix.size() && name.ends_with(kPendingSuffix);
   if (pending) name.resize(name.size() - kPendingSuffix.size());
   if (!is_sha256_hex(name)) return std::nullopt;
   return std::make_pair(std::move(name), pending);
-}
-
-Result<std::string> read_whole(const std::string& file) {
-  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
-    if (errno == ENOENT) return std::string();
-    return Error{fmt::format("cannot open history {}: {}", file, std::strerror(errno))};
-  }
-  std::string text;
-  char buffer[64 * 1024];
-  while (true) {
-    const long n = read_some(fd.get(), buffer, sizeof buffer);
-    if (n < 0) {
-      return Error{
-          fmt::format("cannot read history {}: {}", file, std::strerror(static_cast<int>(-n)))};
-    }
-    if (n == 0) return text;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
 }
 
 // The path on a history's path line: only its first lines are read (verify checks the rest).
@@ -80,16 +59,14 @@ std::optional<std::string> history_path(const std::string& file) {
   return path;
 }
 
-std::vector<std::string> sorted_once(std::vector<std::string> paths) {
-  std::sort(paths.begin(), paths.end());
-  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  return paths;
-}
-
 }  // namespace
 
 Format1Layout::Format1Layout(std::string root, std::function<bool()> cancelled)
     : root_(std::move(root)), cancelled_(std::move(cancelled)) {}
+
+bool Format1Layout::is_bucket(const std::string& name) {
+  return name.size() == 2 && is_sha256_hex(name + std::string(62, '0'));
+}
 
 std::string Format1Layout::node_base(std::string_view key) const {
   return fmt::format("{}/nodes/{}/{}", root_, key.substr(0, 2), key);
@@ -109,9 +86,9 @@ std::optional<std::string> Format1Layout::path_of_key(std::string_view key) cons
 
 Result<std::vector<Version>> Format1Layout::versions(std::string_view path) {
   const std::string file = node_base(sha256_hex(path)) + ".history";
-  auto text = read_whole(file);
-  if (!text) return Error{text.error()};
-  if (text->empty()) return std::vector<Version>{};  // never archived
+  if (!path_exists(file)) return std::vector<Version>{};  // never archived
+  auto text = read_small_file(file, std::numeric_limits<std::size_t>::max());
+  if (!text) return Error{text.fault().message};
   auto history = parse_history(*text);
   if (!history) return Error{fmt::format("damaged history {}: {}", file, history.error())};
   if (history->path != path) {

@@ -51,6 +51,8 @@ class Format1Layout final : public Layout {
   void scan_node(const std::string& base, const std::string& key,
                  const std::vector<std::string>& suffixes);
   std::string node_base(std::string_view key) const;
+  // Whether `name` is a bucket of nodes/ or objects/ (two hex digits).
+  static bool is_bucket(const std::string& name);
   // The path a node stands for, if it has one.
   std::optional<std::string> path_of_key(std::string_view key) const;
   // The named children of `path` by its markers; `unnamed` counts finished markers whose

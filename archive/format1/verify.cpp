@@ -10,14 +10,6 @@
 #include "common/paths.hpp"
 
 namespace tw::archive {
-namespace {
-
-bool is_bucket(const std::string& name) {
-  return name.size() == 2 && is_sha256_hex(name + std::string(62, '0'));
-}
-
-}  // namespace
-
 void Format1Layout::verify_storage(ContentUsers users, VerifyReport& report,
                                    const std::function<void(std::string_view)>& progress) {
   nodes();

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/paths.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 
@@ -24,13 +25,6 @@ constexpr auto kClaimWait = std::chrono::milliseconds(200);
 // How long folding the journal waits for another process's transaction: a busy catalog is
 // a reason to try later, not to block.
 constexpr auto kFoldWait = std::chrono::milliseconds(100);
-
-// A power cut may leave a path both staged and committed: each listed once, sorted.
-std::vector<std::string> sorted_once(std::vector<std::string> paths) {
-  std::sort(paths.begin(), paths.end());
-  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  return paths;
-}
 
 Fault lock_fault(int err) {
   return err == EINTR ? retry("cancelled")
