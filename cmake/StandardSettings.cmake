@@ -3,12 +3,22 @@ option(TIMEWARP_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
 option(TIMEWARP_SANITIZE_ADDRESS "Build with AddressSanitizer" OFF)
 option(TIMEWARP_SANITIZE_UNDEFINED "Build with UndefinedBehaviorSanitizer" OFF)
 option(TIMEWARP_SANITIZE_THREAD "Build with ThreadSanitizer" OFF)
+# Clang's thread-safety analysis: every GUARDED_BY, REQUIRES and EXCLUDES
+# (common/thread_annotations.hpp, on the tw::Mutex of common/mutex.hpp) checked at compile
+# time, a violation an error. scripts/test's clang stage turns it on.
+option(TIMEWARP_THREAD_SAFETY_ANALYSIS "Check the thread-safety annotations (clang only)" OFF)
 
 add_library(timewarp_options INTERFACE)
 target_compile_options(timewarp_options INTERFACE -Wall -Wextra -Wpedantic -Wshadow
                                                   -Wnon-virtual-dtor -Wold-style-cast)
 if(TIMEWARP_WARNINGS_AS_ERRORS)
   target_compile_options(timewarp_options INTERFACE -Werror)
+endif()
+if(TIMEWARP_THREAD_SAFETY_ANALYSIS)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TIMEWARP_THREAD_SAFETY_ANALYSIS needs clang (configure with CXX=clang++)")
+  endif()
+  target_compile_options(timewarp_options INTERFACE -Wthread-safety -Werror=thread-safety)
 endif()
 
 set(_tw_sanitizers "")

@@ -35,7 +35,7 @@ std::string flag_names(const ConfigKey& key) {
   return names;
 }
 
-constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn",
+constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
 // A NumberKey for `field`, its range the whole of its type unless given.
@@ -87,6 +87,9 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Spelled out for clang 14, which does not deduce an aggregate's template arguments.
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 bool all_digits(std::string_view text) {
   return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
@@ -198,16 +201,16 @@ std::span<const ConfigKey> config_keys() { return kConfigKeys; }
 std::string env_name(const ConfigKey& key) {
   if (!key.env.empty()) return std::string(key.env);
   std::string name = "TIMEWARP_";
-  for (char c : key.name) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  for (char c : key.name)
+    name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
   return name;
 }
 
 std::string key_value(const ConfigKey& key, const Config& c) {
-  return std::visit(Overloaded{[&](const SwitchKey& k) -> std::string {
-                                 return c.*k.field ? "true" : "false";
-                               },
-                               [&](const auto& k) { return fmt::format("{}", c.*k.field); }},
-                    key.value);
+  return std::visit(
+      Overloaded{[&](const SwitchKey& k) -> std::string { return c.*k.field ? "true" : "false"; },
+                 [&](const auto& k) { return fmt::format("{}", c.*k.field); }},
+      key.value);
 }
 
 namespace {
@@ -220,22 +223,23 @@ std::string code(std::string_view text) { return fmt::format("`{}`", text); }
 
 // What `key` accepts, for the README.
 std::string allowed(const ConfigKey& key) {
-  return std::visit(
-      Overloaded{[](const TextKey&) -> std::string { return "text"; },
-                 [](const ListKey&) -> std::string { return "text, repeatable"; },
-                 [](const SwitchKey&) -> std::string { return "`true`, `false`"; },
-                 [](const ChoiceKey& k) {
-                   std::vector<std::string> choices;
-                   for (const auto choice : k.choices) choices.push_back(code(choice));
-                   return fmt::format("{}", fmt::join(choices, ", "));
-                 },
-                 [&]<class T>(const NumberKey<T>& k) {
-                   if (k.highest == std::numeric_limits<T>::max()) {
-                     return with_unit(fmt::format("{} or more", k.lowest), key.unit);
-                   }
-                   return with_unit(fmt::format("{} to {}", k.lowest, k.highest), key.unit);
-                 }},
-      key.value);
+  return std::visit(Overloaded{[](const TextKey&) -> std::string { return "text"; },
+                               [](const ListKey&) -> std::string { return "text, repeatable"; },
+                               [](const SwitchKey&) -> std::string { return "`true`, `false`"; },
+                               [](const ChoiceKey& k) {
+                                 std::vector<std::string> choices;
+                                 for (const auto choice : k.choices)
+                                   choices.push_back(code(choice));
+                                 return fmt::format("{}", fmt::join(choices, ", "));
+                               },
+                               [&]<class T>(const NumberKey<T>& k) {
+                                 if (k.highest == std::numeric_limits<T>::max()) {
+                                   return with_unit(fmt::format("{} or more", k.lowest), key.unit);
+                                 }
+                                 return with_unit(fmt::format("{} to {}", k.lowest, k.highest),
+                                                  key.unit);
+                               }},
+                    key.value);
 }
 
 // The default of `key`, for the README.
@@ -257,8 +261,8 @@ std::string config_keys_markdown() {
     if (!key.extra_flag.empty()) name += fmt::format(" (also {})", code(key.extra_flag));
     std::string meaning(key.description);
     if (!key.more.empty()) meaning += fmt::format("; {}", key.more);
-    out += fmt::format("| {} | {} | {} | {} | {} |\n", name, code(env_name(key)),
-                       default_text(key), allowed(key), meaning);
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", name, code(env_name(key)), default_text(key),
+                       allowed(key), meaning);
   }
   return out;
 }
@@ -275,8 +279,9 @@ void add_config_options(CLI::App& app, Config& c) {
           ->group("Configuration (file key, flag or environment)");
     };
     std::visit(Overloaded{[&](const ChoiceKey& k) {
-                            add(c.*k.field)->check(CLI::IsMember(
-                                std::vector<std::string>(k.choices.begin(), k.choices.end())));
+                            add(c.*k.field)
+                                ->check(CLI::IsMember(
+                                    std::vector<std::string>(k.choices.begin(), k.choices.end())));
                           },
                           // Every number goes through number_in: none escapes its checks.
                           [&]<class T>(const NumberKey<T>& k) {
@@ -291,7 +296,9 @@ void add_config_options(CLI::App& app, Config& c) {
   };
   internal("--scheduler-exe", c.scheduler_exe);
   internal("--archiver-exe", c.archiver_exe);
-  app.add_option("--archiver-arg", c.archiver_args)->group("")->configurable(false)
+  app.add_option("--archiver-arg", c.archiver_args)
+      ->group("")
+      ->configurable(false)
       ->allow_extra_args(false);
 }
 

@@ -6,27 +6,31 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
-#include <mutex>
 #include <vector>
 
 #include <spdlog/sinks/base_sink.h>
+// The compiled spdlog instantiates base_sink for its own mutexes only; this one is ours.
+#include <spdlog/sinks/base_sink-inl.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "common/fd.hpp"
+#include "common/mutex.hpp"
+#include "common/thread_annotations.hpp"
 
 namespace tw {
 namespace {
 
 // Appends each message to a log file this process opened itself: spdlog's own file sink
 // would create missing directories (as root, anywhere a typo points) and throws from deep
-// inside start-up when it cannot open the file.
-class AppendFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+// inside start-up when it cannot open the file. base_sink calls sink_it_ and flush_ with
+// its mutex_ (a tw::Mutex) held, so one message's writes never interleave with another's.
+class AppendFileSink final : public spdlog::sinks::base_sink<Mutex> {
  public:
   explicit AppendFileSink(UniqueFd fd) : fd_(std::move(fd)) {}
 
  protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
+  void sink_it_(const spdlog::details::log_msg& msg) REQUIRES(mutex_) override {
     spdlog::memory_buf_t formatted;
     formatter_->format(msg, formatted);
     const char* data = formatted.data();
@@ -39,10 +43,11 @@ class AppendFileSink final : public spdlog::sinks::base_sink<std::mutex> {
       left -= static_cast<std::size_t>(n);
     }
   }
-  void flush_() override {}
+  void flush_() REQUIRES(mutex_) override {}
 
  private:
-  UniqueFd fd_;
+  // Protected by mutex_.
+  UniqueFd fd_ GUARDED_BY(mutex_);
 };
 
 }  // namespace

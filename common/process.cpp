@@ -12,10 +12,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
 
 #include "common/fd.hpp"
 #include "common/line_buffer.hpp"
@@ -30,7 +30,9 @@ constexpr std::size_t kMaxLine = 1 << 20;  // a longer line is Overlong (process
 class BoostChild final : public ChildProcess {
  public:
   BoostChild(bp::child child, UniqueFd to_child, UniqueFd from_child)
-      : child_(std::move(child)), to_child_(std::move(to_child)), from_child_(std::move(from_child)) {}
+      : child_(std::move(child)),
+        to_child_(std::move(to_child)),
+        from_child_(std::move(from_child)) {}
 
   ~BoostChild() override {
     if (!reaped_) terminate(std::chrono::seconds(2));
@@ -62,13 +64,16 @@ class BoostChild final : public ChildProcess {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       switch (lines_.next(line)) {
-        case LineBuffer::Status::Line: return ReadStatus::Line;
-        case LineBuffer::Status::Overlong: return ReadStatus::Overlong;
-        case LineBuffer::Status::NeedMore: break;
+        case LineBuffer::Status::Line:
+          return ReadStatus::Line;
+        case LineBuffer::Status::Overlong:
+          return ReadStatus::Overlong;
+        case LineBuffer::Status::NeedMore:
+          break;
       }
       if (eof_) return ReadStatus::Eof;
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       pollfd pfd{from_child_.get(), POLLIN, 0};
       const int wait_ms = static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 1 << 30));
       const int ready = ::poll(&pfd, 1, wait_ms);
@@ -184,10 +189,13 @@ class BoostLauncher final : public Launcher {
       }
       for (const auto& name : dropped) env.erase(name);
     }
-    for (const auto& [key, value] : spec.env) env[key] = value;
+    // set(), not env[key] = value: Boost.Process 1.74's find() compares each variable with
+    // `key=` over the length of `key=`, reading past the end of a shorter variable (ASan
+    // and TSan report it; the monitor hands TIMEWARP_DATABASE to the scheduler this way).
+    for (const auto& [key, value] : spec.env) env.set(key, value);
     try {
-      bp::child child(bp::exe = spec.executable, bp::args = spec.args, bp::std_in < child_stdin,
-                      bp::std_out > child_stdout, env, ResetSignals{});
+      bp::child child(bp::exe = spec.executable, bp::args = spec.args,
+                      bp::std_in<child_stdin, bp::std_out> child_stdout, env, ResetSignals{});
       return std::make_unique<BoostChild>(std::move(child), std::move(in_write),
                                           std::move(out_read));
     } catch (const std::exception& e) {

@@ -15,7 +15,7 @@ EventBatcher::EventBatcher(Options options, std::function<void()> notify)
 void EventBatcher::add(Change change) {
   bool wake = false;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     wake = add_locked(std::move(change));
   }
   if (wake && notify_) notify_();
@@ -24,7 +24,7 @@ void EventBatcher::add(Change change) {
 void EventBatcher::add(std::vector<Change> changes) {
   bool wake = false;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     for (auto& c : changes) wake = add_locked(std::move(c)) || wake;
   }
   if (wake && notify_) notify_();
@@ -123,7 +123,7 @@ void EventBatcher::add_path_change(Change change) {
 }
 
 std::optional<EventBatcher::Clock::time_point> EventBatcher::due() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   if (live_ == 0) return std::nullopt;
   if (retry_at_) return retry_at_;
   if (weight_ >= limit_) return window_opened_;  // full: due since it opened
@@ -131,7 +131,7 @@ std::optional<EventBatcher::Clock::time_point> EventBatcher::due() const {
 }
 
 std::vector<Change> EventBatcher::take() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   limit_ = weight_ >= limit_ ? std::min(2 * limit_, max_items_) : first_items_;
   std::vector<Change> out;
   out.reserve(live_);
@@ -150,7 +150,7 @@ std::vector<Change> EventBatcher::take() {
 
 void EventBatcher::restore(std::vector<Change> changes, Clock::time_point retry_at) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     std::vector<std::optional<Change>> waiting = std::move(slots_);
     slots_.clear();
     by_path_.clear();
@@ -169,17 +169,17 @@ void EventBatcher::restore(std::vector<Change> changes, Clock::time_point retry_
 }
 
 void EventBatcher::set_delay(std::chrono::milliseconds delay) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   delay_ = delay;
 }
 
 std::size_t EventBatcher::window_limit() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return limit_;
 }
 
 std::size_t EventBatcher::size() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return live_;
 }
 

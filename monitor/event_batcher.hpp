@@ -33,10 +33,10 @@
 #include <cstddef>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "common/thread_annotations.hpp"
 #include "monitor/change.hpp"
 
@@ -89,11 +89,13 @@ class EventBatcher {
   void drop_path(const std::string& path, bool and_beneath) REQUIRES(mutex_);
   std::size_t append(Change change) REQUIRES(mutex_);
 
+  // Constant after construction.
   const std::function<void()> notify_;
   const std::size_t max_items_;
   const std::size_t first_items_;
 
-  mutable std::mutex mutex_;
+  // Protected by mutex_.
+  mutable Mutex mutex_;
   std::chrono::milliseconds delay_ GUARDED_BY(mutex_);
   // Slots in arrival order; a dropped or merged change leaves an empty slot.
   std::vector<std::optional<Change>> slots_ GUARDED_BY(mutex_);

@@ -500,7 +500,9 @@ void Watcher::rescan_some() {
     rescans_.fetch_add(1);
     spdlog::info("periodic rescan: reconciling every source directory against the archive");
     flush();
-    pass_.emplace();
+    // Not pass_.emplace(): clang 14 does not count a nested struct with member
+    // initializers as default-constructible in an optional member of its enclosing class.
+    pass_.emplace(RescanPass{});
     pass_->started = Clock::now();
     pass_->pending = lookup_pending();
     next_rescan_ = pass_->started + options_.rescan_interval;
@@ -512,8 +514,8 @@ void Watcher::rescan_some() {
       if (pass_->next_root == roots.size()) {
         for (auto& c : found) emit(std::move(c));
         spdlog::info("periodic rescan done in {:.2f} s: {} entries, {} changes queued",
-                     seconds_of(Clock::now() - pass_->started),
-                     pass_->totals.entries, pass_->totals.changes);
+                     seconds_of(Clock::now() - pass_->started), pass_->totals.entries,
+                     pass_->totals.changes);
         pass_.reset();
         return;
       }

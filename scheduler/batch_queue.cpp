@@ -113,33 +113,45 @@ void BatchQueue::forget_held() const {
 
 void BatchQueue::push(std::vector<db::ClaimedItem> batch) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     for (auto& item : batch) items_.push_back(std::move(item));
     high_water_ = std::max(high_water_, items_.size());
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::optional<db::ClaimedItem> BatchQueue::pop(const std::atomic<bool>& leave) {
-  std::unique_lock lock(mutex_);
-  std::size_t index = 0;
-  cv_.wait(lock, [&] {
-    if (leave.load()) return true;
-    index = first_free();
-    return index < items_.size() || (closed_ && items_.empty());
-  });
-  if (leave.load() || index >= items_.size()) return std::nullopt;
-  return take(lock, index);
+  std::optional<db::ClaimedItem> item;
+  bool low = false;
+  {
+    MutexLock lock(&mutex_);
+    std::size_t index = 0;
+    while (!leave.load()) {
+      index = first_free();
+      if (index < items_.size() || (closed_ && items_.empty())) break;
+      cv_.Wait(&mutex_);
+    }
+    if (leave.load() || index >= items_.size()) return std::nullopt;
+    item = take(index, low);
+  }
+  if (low && wake_) wake_();
+  return item;
 }
 
 std::optional<db::ClaimedItem> BatchQueue::try_pop() {
-  std::unique_lock lock(mutex_);
-  const std::size_t index = first_free();
-  if (index >= items_.size()) return std::nullopt;
-  return take(lock, index);
+  std::optional<db::ClaimedItem> item;
+  bool low = false;
+  {
+    MutexLock lock(&mutex_);
+    const std::size_t index = first_free();
+    if (index >= items_.size()) return std::nullopt;
+    item = take(index, low);
+  }
+  if (low && wake_) wake_();
+  return item;
 }
 
-db::ClaimedItem BatchQueue::take(std::unique_lock<std::mutex>& lock, std::size_t index) {
+db::ClaimedItem BatchQueue::take(std::size_t index, bool& low) {
   db::ClaimedItem item = std::move(items_[index]);
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(index));
   auto paths = touched(item);
@@ -147,16 +159,14 @@ db::ClaimedItem BatchQueue::take(std::unique_lock<std::mutex>& lock, std::size_t
   in_flight_.emplace(item.id, std::move(paths));
   // Pops take one item at a time and pushes only add, so the size passes through the
   // low-water mark on its way down: one wake-up per refill.
-  const bool low = items_.size() == low_water_;
-  lock.unlock();
-  if (low && wake_) wake_();
+  low = items_.size() == low_water_;
   return item;
 }
 
 void BatchQueue::finished(std::int64_t id) {
   bool now_idle = false;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     if (const auto it = in_flight_.find(id); it != in_flight_.end()) {
       for (const auto& p : it->second) busy_.remove(p);
       in_flight_.erase(it);
@@ -164,17 +174,17 @@ void BatchQueue::finished(std::int64_t id) {
     }
     now_idle = items_.empty() && in_flight_.empty();
   }
-  cv_.notify_all();  // items held back behind it may go now
+  cv_.SignalAll();  // items held back behind it may go now
   if (now_idle && wake_) wake_();
 }
 
 bool BatchQueue::idle() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return items_.empty() && in_flight_.empty();
 }
 
 std::vector<db::ClaimedItem> BatchQueue::take_all() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<db::ClaimedItem> out(std::make_move_iterator(items_.begin()),
                                    std::make_move_iterator(items_.end()));
   items_.clear();
@@ -183,25 +193,25 @@ std::vector<db::ClaimedItem> BatchQueue::take_all() {
 }
 
 void BatchQueue::wake_all() {
-  { std::lock_guard lock(mutex_); }  // order the caller's flag store before the wake-up
-  cv_.notify_all();
+  { MutexLock lock(&mutex_); }  // order the caller's flag store before the wake-up
+  cv_.SignalAll();
 }
 
 void BatchQueue::close() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     closed_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::size_t BatchQueue::size() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return items_.size();
 }
 
 std::size_t BatchQueue::high_water() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return high_water_;
 }
 

@@ -8,18 +8,17 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "common/thread_annotations.hpp"
 #include "db/queue.hpp"
 
@@ -78,7 +77,7 @@ class BatchQueue {
   std::vector<db::ClaimedItem> take_all() EXCLUDES(mutex_);
 
   // Wakes every pop() so it re-checks its `leave` flag.
-  void wake_all();
+  void wake_all() EXCLUDES(mutex_);
   // After close(), pop() returns nothing once the queue is empty.
   void close() EXCLUDES(mutex_);
 
@@ -87,19 +86,23 @@ class BatchQueue {
   std::size_t high_water() const EXCLUDES(mutex_);
 
  private:
-  const std::size_t low_water_ = 0;
-  const Wake wake_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
   // Index in items_ of the first item free to go, or items_.size() when none is.
   std::size_t first_free() const REQUIRES(mutex_);
   // Forgets what first_free() learnt (a path in flight finished, so any item held back
   // may be free now).
   void forget_held() const REQUIRES(mutex_);
-  // With `lock` (of mutex_) held: removes item `index`, counts it in flight, and unlocks
-  // (waking the main thread at the low-water mark).
-  db::ClaimedItem take(std::unique_lock<std::mutex>& lock, std::size_t index);
+  // Removes item `index`, counts it in flight, and sets `low` when the pop leaves the
+  // low-water mark's number of items waiting (the caller wakes the main thread then, once
+  // it released the lock).
+  db::ClaimedItem take(std::size_t index, bool& low) REQUIRES(mutex_);
 
+  // Constant after construction.
+  const std::size_t low_water_ = 0;
+  const Wake wake_;
+
+  // Protected by mutex_.
+  mutable Mutex mutex_;
+  CondVar cv_;  // what pop() waits on: signalled by push, finished, wake_all and close
   std::deque<db::ClaimedItem> items_ GUARDED_BY(mutex_);
   std::size_t high_water_ GUARDED_BY(mutex_) = 0;
   std::unordered_map<std::int64_t, std::vector<std::string>> in_flight_ GUARDED_BY(mutex_);

@@ -1,44 +1,4 @@
 // timewarp-scheduler: started by timewarp-monitor, driven by one-line signals on stdin.
-#include <unistd.h>
+#include "scheduler/program.hpp"
 
-#include <csignal>
-#include <iostream>
-
-#include <spdlog/spdlog.h>
-
-#include <CLI/CLI.hpp>
-
-#include "common/config.hpp"
-#include "common/logging.hpp"
-#include "common/process.hpp"
-#include "scheduler/scheduler.hpp"
-
-int main(int argc, char** argv) {
-  // The monitor decides when the scheduler stops (STOP or EOF on stdin): a Ctrl-C or a
-  // hang-up reaching the whole process group must not cut a drain short.
-  std::signal(SIGINT, SIG_IGN);
-  std::signal(SIGHUP, SIG_IGN);
-  // SIGTERM stops gracefully, like STOP: it is read from a signalfd by the main loop.
-  sigset_t term;
-  sigemptyset(&term);
-  sigaddset(&term, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &term, nullptr);
-  tw::Config config;
-  CLI::App app{"timewarp-scheduler: claims queued changes and feeds them to archivers.\n"
-               "Reads READY, STOP and ARCHIVERS n on stdin; writes READY when drained."};
-  app.name("timewarp-scheduler");
-  tw::add_config_options(app, config);
-  if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
-  if (const int code = tw::setup_logging("timewarp-scheduler", config); code >= 0) return code;
-  try {
-    if (config.backup_root.empty() && config.archiver_args.empty()) {
-      throw std::runtime_error("backup_root is not set (--backup-root, BACKUP_ROOT or config)");
-    }
-    tw::scheduler::Scheduler scheduler(config, tw::make_process_launcher(), STDIN_FILENO,
-                                       STDOUT_FILENO);
-    return scheduler.run();
-  } catch (const std::exception& e) {
-    spdlog::critical("{}", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return tw::scheduler::program_main(argc, argv); }

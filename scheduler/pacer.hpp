@@ -7,8 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 
+#include "common/mutex.hpp"
 #include "common/thread_annotations.hpp"
 
 namespace tw::scheduler {
@@ -32,10 +32,12 @@ class Pacer {
  private:
   static constexpr auto kBurstCredit = std::chrono::seconds(1);
 
+  // Constant after construction.
   const double cpu_fraction_;  // of one core
   const double bandwidth_;     // bytes per second
 
-  mutable std::mutex mutex_;
+  // Protected by mutex_.
+  mutable Mutex mutex_;
   Clock::time_point next_allowed_ GUARDED_BY(mutex_){};
 };
 

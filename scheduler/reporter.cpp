@@ -22,10 +22,12 @@ Reporter::~Reporter() {
   if (thread_.joinable()) stop(std::chrono::seconds(5));
 }
 
-void Reporter::start() { thread_ = std::thread([this] { run(); }); }
+void Reporter::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void Reporter::hold(const std::vector<db::ClaimedItem>& items) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   for (const auto& item : items) {
     held_.emplace(item.id, item.batch_id);
     ++batch_left_[item.batch_id];
@@ -37,7 +39,7 @@ void Reporter::hold(const std::vector<db::ClaimedItem>& items) {
 }
 
 void Reporter::unhold(const std::vector<std::int64_t>& ids) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   note_written(ids);
 }
 
@@ -55,49 +57,59 @@ void Reporter::note_written(const std::vector<std::int64_t>& ids) {
 }
 
 void Reporter::add(db::Completion completion) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   completions_.push_back(std::move(completion));
   ++added_;
-  if (completions_.size() + failures_.size() >= kWriteBatch) cv_.notify_all();
+  if (completions_.size() + failures_.size() >= kWriteBatch) cv_.SignalAll();
 }
 
 void Reporter::add(db::Failure failure) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   failures_.push_back(std::move(failure));
   ++added_;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool Reporter::flush(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(&mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   const auto target = added_;
-  cv_.notify_all();
-  return cv_.wait_for(lock, timeout, [&] { return written_ >= target; });
+  cv_.SignalAll();
+  while (written_ < target) {
+    if (!cv_.WaitUntil(&mutex_, deadline)) return written_ >= target;
+  }
+  return true;
 }
 
 void Reporter::stop(std::chrono::milliseconds timeout) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
     stop_deadline_ = std::chrono::steady_clock::now() + timeout;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 std::int64_t Reporter::items_done() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return done_;
 }
 
 std::int64_t Reporter::items_failed() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return failed_;
 }
 
 std::size_t Reporter::pending() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return completions_.size() + failures_.size();
+}
+
+bool Reporter::write_now(bool can_write) const {
+  return (stopping_ && (can_write || (completions_.empty() && failures_.empty()))) ||
+         (can_write && (completions_.size() + failures_.size() >= kWriteBatch ||
+                        (!failures_.empty() && written_ < added_)));
 }
 
 // Writes up to kWriteBatch results. Returns false when the database could not be reached
@@ -106,9 +118,10 @@ bool Reporter::write_pending() {
   std::vector<db::Completion> completions;
   std::vector<db::Failure> failures;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     const std::size_t nc = std::min(completions_.size(), kWriteBatch);
-    completions.assign(completions_.begin(), completions_.begin() + static_cast<std::ptrdiff_t>(nc));
+    completions.assign(completions_.begin(),
+                       completions_.begin() + static_cast<std::ptrdiff_t>(nc));
     const std::size_t nf = std::min(failures_.size(), kWriteBatch);
     failures.assign(failures_.begin(), failures_.begin() + static_cast<std::ptrdiff_t>(nf));
   }
@@ -126,35 +139,38 @@ bool Reporter::write_pending() {
   const auto lost = static_cast<std::int64_t>(completions.size()) - completed +
                     static_cast<std::int64_t>(failures.size()) - failed.retried - failed.failed;
   if (lost > 0) {
-    spdlog::warn("{} results were not recorded: this scheduler no longer holds those items "
-                 "(lease expired); they will run again",
-                 lost);
+    spdlog::warn(
+        "{} results were not recorded: this scheduler no longer holds those items "
+        "(lease expired); they will run again",
+        lost);
   }
   std::vector<std::int64_t> ids;
   for (const auto& c : completions) ids.push_back(c.id);
   for (const auto& f : failures) ids.push_back(f.id);
-  std::lock_guard lock(mutex_);
-  completions_.erase(completions_.begin(), completions_.begin() + static_cast<std::ptrdiff_t>(completions.size()));
-  failures_.erase(failures_.begin(), failures_.begin() + static_cast<std::ptrdiff_t>(failures.size()));
+  MutexLock lock(&mutex_);
+  completions_.erase(completions_.begin(),
+                     completions_.begin() + static_cast<std::ptrdiff_t>(completions.size()));
+  failures_.erase(failures_.begin(),
+                  failures_.begin() + static_cast<std::ptrdiff_t>(failures.size()));
   written_ += completions.size() + failures.size();
   done_ += completed;
   failed_ += failed.failed;
   note_written(ids);
-  cv_.notify_all();
+  cv_.SignalAll();
   return true;
 }
 
 void Reporter::beat() {
   std::vector<std::int64_t> held, drained;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     held.reserve(held_.size());
     for (const auto& [id, batch] : held_) held.push_back(id);
     drained.swap(drained_batches_);
   }
   db::SchedulerStats stats = stats_ ? stats_() : db::SchedulerStats{};
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     stats.items_done = done_;
     stats.items_failed = failed_;
   }
@@ -168,7 +184,7 @@ void Reporter::beat() {
     watch_backlog(queue);
   });
   if (!beaten) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     drained_batches_.insert(drained_batches_.end(), drained.begin(), drained.end());
   }
 }
@@ -179,11 +195,13 @@ void Reporter::watch_backlog(db::Queue& queue) {
   if (options_.backlog_warning <= 0) return;
   const auto backlog = queue.count_claimable(options_.backlog_warning * 10);
   const auto now = std::chrono::steady_clock::now();
-  if (backlog > options_.backlog_warning && backlog > last_backlog_ && now >= next_backlog_warning_) {
-    spdlog::warn("backlog growing: {}{} claimable items (warning threshold {}); consider more "
-                 "archivers or a larger batch_size",
-                 backlog >= options_.backlog_warning * 10 ? "at least " : "", backlog,
-                 options_.backlog_warning);
+  if (backlog > options_.backlog_warning && backlog > last_backlog_ &&
+      now >= next_backlog_warning_) {
+    spdlog::warn(
+        "backlog growing: {}{} claimable items (warning threshold {}); consider more "
+        "archivers or a larger batch_size",
+        backlog >= options_.backlog_warning * 10 ? "at least " : "", backlog,
+        options_.backlog_warning);
     next_backlog_warning_ = now + std::chrono::minutes(1);
   }
   last_backlog_ = backlog;
@@ -214,19 +232,18 @@ void Reporter::run() {
   next_prune_ = next_beat_ + std::min(options_.prune_interval, std::chrono::milliseconds(30000));
   while (true) {
     {
-      std::unique_lock lock(mutex_);
+      MutexLock lock(&mutex_);
       // While results wait for the database, the next look is when the session allows one
       // (a full batch of results waiting must not make this loop spin meanwhile).
       const auto write_at = session_.ready_at(kWriting);
       const bool can_write = write_at <= std::chrono::steady_clock::now();
-      auto wake = std::min(next_beat_, std::max(std::chrono::steady_clock::now() +
-                                                    options_.flush_interval, write_at));
+      auto wake =
+          std::min(next_beat_,
+                   std::max(std::chrono::steady_clock::now() + options_.flush_interval, write_at));
       if (stopping_) wake = std::min(wake, stop_deadline_);
-      cv_.wait_until(lock, wake, [&] {
-        return (stopping_ && (can_write || (completions_.empty() && failures_.empty()))) ||
-               (can_write && (completions_.size() + failures_.size() >= kWriteBatch ||
-                              (!failures_.empty() && written_ < added_)));
-      });
+      while (!write_now(can_write)) {
+        if (!cv_.WaitUntil(&mutex_, wake)) break;
+      }
       if (stopping_) {
         const bool empty = completions_.empty() && failures_.empty();
         if (empty || std::chrono::steady_clock::now() >= stop_deadline_) break;
@@ -234,7 +251,7 @@ void Reporter::run() {
     }
     while (true) {
       const bool ok = write_pending();
-      std::lock_guard lock(mutex_);
+      MutexLock lock(&mutex_);
       if (!ok || (completions_.size() + failures_.size() < kWriteBatch)) {
         if (ok && !(completions_.empty() && failures_.empty())) continue;
         break;
@@ -249,19 +266,20 @@ void Reporter::run() {
   // Final: mark the scheduler stopped (best effort).
   std::size_t left = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     left = completions_.size() + failures_.size();
   }
   if (left > 0) {
-    spdlog::error("stopping with {} results unwritten (the database is unreachable or refuses "
-                  "them); their items "
-                  "return to NEW when the lease expires and run again",
-                  left);
+    spdlog::error(
+        "stopping with {} results unwritten (the database is unreachable or refuses "
+        "them); their items "
+        "return to NEW when the lease expires and run again",
+        left);
   }
   db::SchedulerStats stats = stats_ ? stats_() : db::SchedulerStats{};
   std::vector<std::int64_t> drained;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     stats.items_done = done_;
     stats.items_failed = failed_;
     drained.swap(drained_batches_);

@@ -9,16 +9,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "common/thread_annotations.hpp"
 #include "db/queue.hpp"
 #include "db/session.hpp"
@@ -35,7 +34,7 @@ class Reporter {
     double lease_seconds = 60;
     db::RetryPolicy retry;
     std::int64_t backlog_warning = 100000;  // claimable items that make a growing backlog loud
-    double prune_age = 7 * 86400.0;            // COMPLETED items older than this are removed
+    double prune_age = 7 * 86400.0;         // COMPLETED items older than this are removed
     std::chrono::milliseconds prune_interval{600000};  // 0: never
   };
   // Figures the scheduler knows and the reporter does not (consumers, batch queue).
@@ -67,12 +66,15 @@ class Reporter {
   std::size_t pending() const EXCLUDES(mutex_);
 
  private:
-  void run();
-  bool write_pending();
-  void beat();
+  void run() EXCLUDES(mutex_);
+  bool write_pending() EXCLUDES(mutex_);
+  void beat() EXCLUDES(mutex_);
   void watch_backlog(db::Queue& queue);
   void prune();
   void note_written(const std::vector<std::int64_t>& ids) REQUIRES(mutex_);
+  // Whether run() stops waiting before its next beat: stopping (and able to write, or
+  // nothing left to write), or able to write with a full batch or a failure waiting.
+  bool write_now(bool can_write) const REQUIRES(mutex_);
 
   // Constant after construction.
   const Options options_;
@@ -85,12 +87,13 @@ class Reporter {
   std::chrono::steady_clock::time_point next_prune_{};
   std::chrono::steady_clock::time_point next_backlog_warning_{};
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  // Protected by mutex_.
+  mutable Mutex mutex_;
+  CondVar cv_;  // results added or written, a flush asked for, stop()
   std::vector<db::Completion> completions_ GUARDED_BY(mutex_);
   std::vector<db::Failure> failures_ GUARDED_BY(mutex_);
-  std::uint64_t added_ GUARDED_BY(mutex_) = 0;    // results ever added
-  std::uint64_t written_ GUARDED_BY(mutex_) = 0;  // results ever written
+  std::uint64_t added_ GUARDED_BY(mutex_) = 0;                              // results ever added
+  std::uint64_t written_ GUARDED_BY(mutex_) = 0;                            // results ever written
   std::unordered_map<std::int64_t, std::int64_t> held_ GUARDED_BY(mutex_);  // item -> batch
   std::unordered_map<std::int64_t, std::int64_t> batch_left_ GUARDED_BY(mutex_);
   std::vector<std::int64_t> drained_batches_ GUARDED_BY(mutex_);
@@ -99,6 +102,7 @@ class Reporter {
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::chrono::steady_clock::time_point stop_deadline_ GUARDED_BY(mutex_){};
 
+  // The reporter's thread: started by start(), joined by stop().
   std::thread thread_;
 };
 

@@ -10,9 +10,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -50,35 +48,15 @@ const std::vector<std::string> kArchiverEnvironment = {
     "PATH",         "LANG",          "LANGUAGE",     "LC_*",         "TZ",
     "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS", "MSAN_OPTIONS"};
 
-// Test hook: with TIMEWARP_TEST_PAUSE_BEFORE_READY=DIR set, the first READY waits (at most
-// a minute) between the scheduler's last look at the queue and the write of READY: it
-// creates DIR/paused and goes on once DIR/release exists. Tests use it to add work in the
-// window where a wake-up could be lost.
-void test_pause_before_ready() {
-  static bool done = false;
-  const char* dir = std::getenv("TIMEWARP_TEST_PAUSE_BEFORE_READY");
-  if (done || dir == nullptr || *dir == '\0') return;
-  done = true;
-  namespace fs = std::filesystem;
-  const fs::path paused = fs::path(dir) / "paused";
-  const fs::path release = fs::path(dir) / "release";
-  {
-    std::FILE* f = std::fopen(paused.c_str(), "w");
-    if (f) std::fclose(f);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (!fs::exists(release) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 }  // namespace
 
-Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd)
+Scheduler::Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd,
+                     SchedulerHooks hooks)
     : config_(std::move(config)),
       launcher_(std::move(launcher)),
       signal_fd_(signal_fd),
       ready_fd_(ready_fd),
+      hooks_(std::move(hooks)),
       strategy_(db::parse_strategy(config_.strategy).value_or(db::Strategy::Fifo)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       pacer_(std::make_shared<Pacer>(config_.max_cpu_percent, config_.max_bandwidth)),
@@ -101,7 +79,7 @@ void Scheduler::wake() {
 
 void Scheduler::publish_stats() {
   const auto s = stats();
-  std::lock_guard lock(stats_mutex_);
+  MutexLock lock(&stats_mutex_);
   published_stats_ = s;
 }
 
@@ -155,7 +133,7 @@ int Scheduler::run() {
   options.prune_interval = seconds_ms(config_.prune_interval);
   // The reporter thread reads the figures this thread publishes.
   reporter_ = std::make_unique<Reporter>(options, [this] {
-    std::lock_guard lock(stats_mutex_);
+    MutexLock lock(&stats_mutex_);
     return published_stats_;
   });
   reporter_->start();
@@ -337,7 +315,7 @@ bool Scheduler::drain() {
         exhausted = false;
         continue;
       }
-      test_pause_before_ready();
+      if (hooks_.before_ready) hooks_.before_ready();
       return send_ready();
     }
     wait_for_event(std::chrono::milliseconds(100));

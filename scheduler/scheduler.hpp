@@ -9,8 +9,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,7 +18,9 @@
 #include "common/config.hpp"
 #include "common/fd.hpp"
 #include "common/line_buffer.hpp"
+#include "common/mutex.hpp"
 #include "common/process.hpp"
+#include "common/thread_annotations.hpp"
 #include "db/queue.hpp"
 #include "db/session.hpp"
 #include "scheduler/batch_queue.hpp"
@@ -27,12 +29,21 @@
 
 namespace tw::scheduler {
 
+// Seams for tests, all empty in timewarp-scheduler; tests/support/hooked_scheduler.cpp
+// fills them. Each runs on the scheduler's main thread.
+struct SchedulerHooks {
+  // Before each READY, between the scheduler's last look at the queue and the write of
+  // READY: a test adds work in the window where a wake-up could be lost.
+  std::function<void()> before_ready;
+};
+
 class Scheduler {
  public:
   // The longest signal line read; a longer one is ignored whole, with a warning.
   static constexpr std::size_t kMaxSignalLine = 4096;
 
-  Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd);
+  Scheduler(Config config, std::shared_ptr<Launcher> launcher, int signal_fd, int ready_fd,
+            SchedulerHooks hooks = {});
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
   ~Scheduler();
@@ -62,7 +73,7 @@ class Scheduler {
   void reap_finished_consumers();
   void stop();
   db::SchedulerStats stats() const;
-  void publish_stats();
+  void publish_stats() EXCLUDES(stats_mutex_);
   // Wakes the main thread (any thread may call it).
   void wake();
   // Runs `fn(db::Queue&)` as `operation` through the session; nothing when it did not run.
@@ -79,9 +90,10 @@ class Scheduler {
   const std::shared_ptr<Launcher> launcher_;
   const int signal_fd_;
   const int ready_fd_;
+  const SchedulerHooks hooks_;
   const db::Strategy strategy_;
-  UniqueFd wake_fd_;  // eventfd the consumers poke
-  UniqueFd sigterm_fd_;  // SIGTERM, blocked by main() before any thread starts
+  UniqueFd wake_fd_;     // eventfd the consumers poke
+  UniqueFd sigterm_fd_;  // SIGTERM, blocked by program_main() before any thread starts
   const std::shared_ptr<Pacer> pacer_;
 
   // Main thread only.
@@ -96,11 +108,13 @@ class Scheduler {
   std::vector<std::unique_ptr<Consumer>> consumers_;
   std::vector<std::unique_ptr<ChildProcess>> early_archivers_;
 
+  // Shared with the consumer threads; thread-safe themselves.
   BatchQueue batch_queue_;
-  std::unique_ptr<Reporter> reporter_;
+  std::unique_ptr<Reporter> reporter_;  // set in run(), before any consumer starts
   BusyGauge busy_gauge_;
 
-  std::mutex stats_mutex_;
+  // Protected by stats_mutex_: written by the main thread, read by the reporter's.
+  Mutex stats_mutex_;
   db::SchedulerStats published_stats_ GUARDED_BY(stats_mutex_);
 };
 

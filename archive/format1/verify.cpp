@@ -47,8 +47,8 @@ void Format1Layout::verify_tree(VerifyReport& report) {
       continue;
     }
     const auto& siblings = up->second;
-    const auto listed = [&key](const std::vector<std::string>& keys) {
-      return std::find(keys.begin(), keys.end(), key) != keys.end();
+    const auto listed = [&wanted = key](const std::vector<std::string>& keys) {
+      return std::find(keys.begin(), keys.end(), wanted) != keys.end();
     };
     if (!listed(siblings.children) && !listed(siblings.pending)) {
       report.problems.push_back(fmt::format(

@@ -150,7 +150,8 @@ Expected<StoredContent> Format2Layout::store_content(int fd, std::uint64_t size,
                                                      const std::string& shown,
                                                      const Version* prior) {
   std::optional<PriorContent> cut_as;
-  if (prior != nullptr && content_available(*prior)) cut_as.emplace(prior->chunks, prior->size);
+  if (prior != nullptr && content_available(*prior))
+    cut_as.emplace(PriorContent{prior->chunks, prior->size});
   claim_deadline_ = std::chrono::steady_clock::now() + kClaimWait;
   TRY_ASSIGN(auto stored,
              chunk_store_->store(fd, size, shown, staged_, cut_as ? &*cut_as : nullptr));

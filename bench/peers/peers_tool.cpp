@@ -113,7 +113,8 @@ void change(const std::string& dir, std::uint64_t seed, bool random_content) {
       beneath += entry.symlink_status().type() == fs::file_type::regular ? 1 : 0;
     }
     fs::rename(from, to);
-    renamed = fmt::format("renamed {} ({} files beneath)", fs::relative(from, dir).string(), beneath);
+    renamed =
+        fmt::format("renamed {} ({} files beneath)", fs::relative(from, dir).string(), beneath);
   }
   std::cout << fmt::format(
       "{} of {} files appended ({} bytes), {} deleted, {} new ({} bytes), {}\n", appended, n,
@@ -187,7 +188,8 @@ int compare(const std::string& a, const std::string& b) {
     std::cout << "  " << differences[i] << "\n";
   }
   if (differences.size() > 20) std::cout << "  ... " << differences.size() - 20 << " more\n";
-  std::cout << fmt::format("{} entries compared, {} differences\n", left.size(), differences.size());
+  std::cout << fmt::format("{} entries compared, {} differences\n", left.size(),
+                           differences.size());
   return differences.empty() ? 0 : 1;
 }
 
@@ -305,8 +307,8 @@ int versions(const std::string& dir, long count, long window, const std::string&
       if (entry.path().extension() == ".history") history = std::max(history, entry.file_size());
     }
   } else {
-    for (const char* file : {"/catalog.db", "/catalog.db-wal"}) {
-      if (fs::exists(root + file)) history += fs::file_size(root + file);
+    for (const char* name : {"/catalog.db", "/catalog.db-wal"}) {
+      if (fs::exists(root + name)) history += fs::file_size(root + name);
     }
   }
   std::cout << fmt::format("  {} versions in {:.1f} s ({:.2f} ms/version), {} failed\n", count,

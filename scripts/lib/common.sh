@@ -26,6 +26,7 @@ TW_DEB_PACKAGES=(
     libboost-dev libboost-filesystem-dev libcli11-dev libspdlog-dev libfmt-dev
     libzstd-dev libsqlite3-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev
     postgresql postgresql-client systemd
+    clang libclang-rt-dev # scripts/test's thread-safety stage (libFuzzer for its fuzz targets)
 )
 
 tw_log() { printf '[timewarp] %s\n' "$*" >&2; }

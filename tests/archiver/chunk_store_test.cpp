@@ -13,9 +13,9 @@
 #include <random>
 #include <string>
 
-#include "archive_test_util.hpp"
 #include "archive/format2/chunk_store.hpp"
 #include "archive/sha256.hpp"
+#include "archive_test_util.hpp"
 #include "common/fd.hpp"
 
 namespace tw::archive {
@@ -58,7 +58,7 @@ class ChunkStoreTest : public ::testing::Test {
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     CatalogBatch batch;
     std::optional<PriorContent> cut_as;
-    if (prior != nullptr) cut_as.emplace(prior->chunks, prior->size);
+    if (prior != nullptr) cut_as.emplace(PriorContent{prior->chunks, prior->size});
     auto stored =
         store.store(fd.get(), content.size(), "source", batch, cut_as ? &*cut_as : nullptr);
     EXPECT_TRUE(stored) << stored.fault().message;
@@ -122,10 +122,11 @@ TEST_F(ChunkStoreTest, AFileUnderTheSmallestChunkIsCompressedAtLevelThreeAtLeast
   ASSERT_NE(frame_size(kSmallFileLevel), frame_size(1)) << "the levels must differ on this text";
   EXPECT_EQ(put(text).bytes_added, kBlobHeaderSize + frame_size(kSmallFileLevel));
   const std::string larger = text + text.substr(0, 100);  // at the smallest chunk: level 1
-  EXPECT_EQ(put(larger).bytes_added, kBlobHeaderSize + [&] {
-    BlobCompressor compressor(1);
-    return compressor.compress(std::span(larger.data(), larger.size()))->bytes.size();
-  }());
+  EXPECT_EQ(
+      put(larger).bytes_added, kBlobHeaderSize + [&] {
+        BlobCompressor compressor(1);
+        return compressor.compress(std::span(larger.data(), larger.size()))->bytes.size();
+      }());
 }
 
 TEST_F(ChunkStoreTest, ALargeFileOnSeveralThreadsIsStoredAsOnOne) {
@@ -293,9 +294,9 @@ TEST_F(ChunkStoreTest, APriorVersionIsFollowedOnSeveralThreadsAsOnOne) {
     Chunks threaded(threads);
     std::optional<ChunkedContent> prior;
     for (std::size_t i = 0; i < versions.size(); ++i) {
-      const ChunkedContent stored = put_with(*threaded.store, *threaded.catalog,
-                                             threaded.dir / "source", versions[i],
-                                             prior ? &*prior : nullptr);
+      const ChunkedContent stored =
+          put_with(*threaded.store, *threaded.catalog, threaded.dir / "source", versions[i],
+                   prior ? &*prior : nullptr);
       EXPECT_EQ(stored.sha256, sha256_hex(versions[i]));
       EXPECT_EQ(stored.chunks, one[i].chunks) << threads << " threads, version " << i;
       EXPECT_EQ(stored.bytes_added, one[i].bytes_added) << threads << " threads, version " << i;

@@ -11,11 +11,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::string> monitor_args(const test::TempDir& dir, std::vector<std::string> extra = {}) {
+std::vector<std::string> monitor_args(const test::TempDir& dir,
+                                      std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--backup-root=" + (dir / "archive").string(),
-                                   "--archiver-exe=" + test::fake_archiver_exe(),
-                                   "--archivers=2", "--flush-interval=0.01",
-                                   "--heartbeat-interval=0.2"};
+                                   "--archiver-exe=" + test::fake_archiver_exe(), "--archivers=2",
+                                   "--flush-interval=0.01", "--heartbeat-interval=0.2"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -36,10 +36,14 @@ TEST(Handshake, WorkAddedByPlainSqlIsPickedUp) {
   test::TempDir dir;
   test::MonitorProcess monitor(db, monitor_args(dir));
   auto conn = db.connect();
-  conn.exec("INSERT INTO timewarp.items (op, path) SELECT 'UPDATE', '/src/f' || g FROM generate_series(1, 200) g");
-  ASSERT_TRUE(test::wait_until([&] {
-    return db.count("SELECT count(*) FROM timewarp.items WHERE status = 'COMPLETED'") == 200;
-  }, 60s));
+  conn.exec(
+      "INSERT INTO timewarp.items (op, path) SELECT 'UPDATE', '/src/f' || g FROM "
+      "generate_series(1, 200) g");
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return db.count("SELECT count(*) FROM timewarp.items WHERE status = 'COMPLETED'") == 200;
+      },
+      60s));
   EXPECT_EQ(monitor.stop(), 0);
 }
 
@@ -51,7 +55,8 @@ TEST(Handshake, NoLostWakeupBetweenLastLookAndReady) {
   test::TempDir dir;
   test::TempDir hook;
   test::MonitorProcess monitor(db, monitor_args(dir),
-                               {{"TIMEWARP_TEST_PAUSE_BEFORE_READY", hook.path().string()}});
+                               {{"TIMEWARP_TEST_PAUSE_BEFORE_READY", hook.path().string()}},
+                               test::hooked_scheduler_exe());
   const auto first = enqueue(db, "/src/first");
   // The scheduler drains `first`, looks at the queue a last time, and pauses before READY.
   ASSERT_TRUE(test::wait_until([&] { return std::filesystem::exists(hook / "paused"); }, 60s));
@@ -69,8 +74,8 @@ TEST(Handshake, DelayedRetryIsWokenWhenDue) {
   TW_REQUIRE_DATABASE();
   test::TestDatabase db;
   test::TempDir dir;
-  test::MonitorProcess monitor(db, monitor_args(dir, {"--max-attempts=3", "--retry-base-delay=0.5",
-                                                      "--retry-max-delay=1"}));
+  test::MonitorProcess monitor(
+      db, monitor_args(dir, {"--max-attempts=3", "--retry-base-delay=0.5", "--retry-max-delay=1"}));
   const auto id = enqueue(db, "/src/retry-me");
   ASSERT_TRUE(test::wait_until([&] { return status_of(db, id) == "FAILED"; }, 60s));
   EXPECT_EQ(db.scalar(fmt::format("SELECT attempts FROM timewarp.items WHERE id = {}", id)), "3");
@@ -81,15 +86,21 @@ TEST(Handshake, SigtermStopsCleanlyAndReturnsUnstartedWork) {
   TW_REQUIRE_DATABASE();
   test::TestDatabase db;
   test::TempDir dir;
-  test::MonitorProcess monitor(db, monitor_args(dir, {"--archiver-arg=--delay-ms=20", "--batch-size=50"}));
+  test::MonitorProcess monitor(
+      db, monitor_args(dir, {"--archiver-arg=--delay-ms=20", "--batch-size=50"}));
   auto conn = db.connect();
-  conn.exec("INSERT INTO timewarp.items (op, path) SELECT 'UPDATE', '/src/f' || g FROM generate_series(1, 500) g");
-  ASSERT_TRUE(test::wait_until([&] {
-    return db.count("SELECT count(*) FROM timewarp.items WHERE status = 'COMPLETED'") > 10;
-  }, 60s));
+  conn.exec(
+      "INSERT INTO timewarp.items (op, path) SELECT 'UPDATE', '/src/f' || g FROM "
+      "generate_series(1, 500) g");
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return db.count("SELECT count(*) FROM timewarp.items WHERE status = 'COMPLETED'") > 10;
+      },
+      60s));
   EXPECT_EQ(monitor.stop(), 0);
   EXPECT_EQ(db.count("SELECT count(*) FROM timewarp.items WHERE status = 'DISPATCHED'"), 0);
-  EXPECT_EQ(db.count("SELECT count(*) FROM timewarp.items WHERE status IN ('NEW', 'COMPLETED')"), 500);
+  EXPECT_EQ(db.count("SELECT count(*) FROM timewarp.items WHERE status IN ('NEW', 'COMPLETED')"),
+            500);
 }
 
 }  // namespace

@@ -13,11 +13,13 @@ namespace tw::test {
 
 class MonitorProcess {
  public:
+  // `scheduler`: the scheduler executable the monitor starts.
   MonitorProcess(const TestDatabase& db, std::vector<std::string> args,
-                 std::vector<std::pair<std::string, std::string>> env = {}) {
+                 std::vector<std::pair<std::string, std::string>> env = {},
+                 const std::string& scheduler = scheduler_exe()) {
     LaunchSpec spec{monitor_exe(), std::move(args), std::move(env)};
     spec.args.push_back("--database=" + db.conninfo());
-    spec.args.push_back("--scheduler-exe=" + scheduler_exe());
+    spec.args.push_back("--scheduler-exe=" + scheduler);
     process_ = make_process_launcher()->launch(spec);
   }
   ~MonitorProcess() {

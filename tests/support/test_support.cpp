@@ -82,7 +82,7 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
 
 namespace {
 // TIMEWARP_TEST_<NAME>_EXE overrides a built path: the ThreadSanitizer stage of
-// scripts/test runs these tests against its instrumented scheduler.
+// scripts/test runs these tests against its instrumented scheduler and monitor.
 std::string exe(const char* env, const char* built) {
   const char* override_path = std::getenv(env);
   return override_path && *override_path ? override_path : built;
@@ -93,7 +93,12 @@ std::string monitor_exe() { return exe("TIMEWARP_TEST_MONITOR_EXE", TW_MONITOR_E
 std::string scheduler_exe() { return exe("TIMEWARP_TEST_SCHEDULER_EXE", TW_SCHEDULER_EXE); }
 std::string archiver_exe() { return exe("TIMEWARP_TEST_ARCHIVER_EXE", TW_ARCHIVER_EXE); }
 std::string cli_exe() { return exe("TIMEWARP_TEST_CLI_EXE", TW_CLI_EXE); }
-std::string fake_archiver_exe() { return exe("TIMEWARP_TEST_FAKE_ARCHIVER_EXE", TW_FAKE_ARCHIVER_EXE); }
+std::string fake_archiver_exe() {
+  return exe("TIMEWARP_TEST_FAKE_ARCHIVER_EXE", TW_FAKE_ARCHIVER_EXE);
+}
+std::string hooked_scheduler_exe() {
+  return exe("TIMEWARP_TEST_HOOKED_SCHEDULER_EXE", TW_HOOKED_SCHEDULER_EXE);
+}
 
 void write_file(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::create_directories(path.parent_path());
@@ -127,7 +132,8 @@ int run_command(const std::vector<std::string>& argv, std::string* output,
   std::string out;
   char buffer[65536];
   ssize_t n;
-  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<std::size_t>(n));
+  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0)
+    out.append(buffer, static_cast<std::size_t>(n));
   ::close(pipe_fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);

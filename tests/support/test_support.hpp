@@ -60,6 +60,8 @@ std::string scheduler_exe();
 std::string archiver_exe();
 std::string cli_exe();
 std::string fake_archiver_exe();
+// timewarp-scheduler with the test hooks of support/hooked_scheduler.cpp.
+std::string hooked_scheduler_exe();
 
 void write_file(const std::filesystem::path& path, const std::string& content);
 std::string read_file(const std::filesystem::path& path);
@@ -70,8 +72,8 @@ int run_command(const std::vector<std::string>& argv, std::string* output = null
 
 }  // namespace tw::test
 
-#define TW_REQUIRE_DATABASE()                                                    \
-  do {                                                                           \
-    if (!::tw::test::TestDatabase::available())                                  \
-      GTEST_SKIP() << "TIMEWARP_TEST_DATABASE is not set (run scripts/test)";    \
+#define TW_REQUIRE_DATABASE()                                                 \
+  do {                                                                        \
+    if (!::tw::test::TestDatabase::available())                               \
+      GTEST_SKIP() << "TIMEWARP_TEST_DATABASE is not set (run scripts/test)"; \
   } while (0)
