@@ -48,7 +48,8 @@ int write_all(int fd, std::span<const char> first, std::span<const char> second)
 // hashed; written to `fd` unless it is -1; with `sparse`, a run of zeros is skipped with a
 // seek (a hole), and the file is truncated to its length at the end. Writeback of what is
 // written starts every 8 MiB (sync_file_range, a hint), so that the sync that makes a
-// restore durable waits for the last few MiB only.
+// restore durable waits for the last few MiB only. Its failures are Results, as the chunk
+// store that writes content through it returns; other callers give them an outcome.
 class ContentSink {
  public:
   ContentSink(int fd, bool sparse) : fd_(fd), sparse_(sparse) {}

@@ -1,8 +1,9 @@
 // The archive library's one error shape: a failure is a value (Fault) carrying the protocol
 // outcome it maps to (FAILED RETRY or FAILED PERMANENT) and a one-line message; an
 // operation returns Expected<T> (a T or a Fault), propagated with TRY / TRY_ASSIGN (as
-// ccache's util/expected.hpp), and cleans up with one scope guard (Defer). Internal to the
-// archive library; plain values, safe from any thread.
+// ccache's util/expected.hpp), and cleans up with one scope guard (Defer). The facade
+// (store.hpp) returns Expected too; the macros and Defer are for the archive library's own
+// code. Plain values, safe from any thread.
 #pragma once
 
 #include <string>
@@ -26,11 +27,20 @@ inline Fault permanent(std::string message) {
   return {Outcome::FailedPermanent, std::move(message)};
 }
 
+// `fault` with `context` (the step or the path it concerns) before its message; the same
+// outcome.
+inline Fault in_context(std::string_view context, Fault fault) {
+  fault.message = std::string(context) + ": " + fault.message;
+  return fault;
+}
+
 template <class T>
 class [[nodiscard]] Expected : public ValueOr<T, Fault> {
  public:
   using ValueOr<T, Fault>::ValueOr;
   const Fault& fault() const { return this->failure(); }
+  // The message alone, as Result's error() gives it: for callers that only report it.
+  const std::string& error() const { return this->failure().message; }
 };
 
 using Done = Expected<Ok>;
@@ -39,22 +49,30 @@ using Done = Expected<Ok>;
 // archive could not be read or written, so the request may succeed later (RETRY).
 inline Fault archive_fault(const Error& error) { return retry("archive: " + error.message); }
 
-// Returns the failure of `expr` (an Expected or a Result) from the enclosing function, whose
-// return type takes that failure.
-#define TRY(expr)                                         \
-  do {                                                    \
-    auto&& tw_try_result_ = (expr);                       \
-    if (!tw_try_result_) return tw_try_result_.failure(); \
+// The bridge from Result to Expected, which TRY and TRY_ASSIGN apply to what they return: a
+// Fault goes on as it is; an Error (from a part that still returns Result: the catalog, the
+// chunk store, the helpers of common/) becomes archive_fault(error), a RETRY, since such a
+// part failed to read or write the archive. Code that means another outcome for an Error
+// maps it by hand. Both macros belong in functions that return Expected.
+inline Fault as_fault(Fault fault) { return fault; }
+inline Fault as_fault(const Error& error) { return archive_fault(error); }
+
+// Returns the failure of `expr` (an Expected, or a Result through as_fault) from the
+// enclosing function.
+#define TRY(expr)                                                                  \
+  do {                                                                             \
+    auto&& tw_try_result_ = (expr);                                                \
+    if (!tw_try_result_) return ::tw::archive::as_fault(tw_try_result_.failure()); \
   } while (false)
 
 #define TW_TRY_CONCAT2(a, b) a##b
 #define TW_TRY_CONCAT(a, b) TW_TRY_CONCAT2(a, b)
-// `TRY_ASSIGN(auto x, f());` declares x as f()'s value, or returns f()'s failure.
+// `TRY_ASSIGN(auto x, f());` declares x as f()'s value, or returns f()'s failure (as TRY).
 #define TRY_ASSIGN(declaration, expr) \
   TW_TRY_ASSIGN_IMPL(TW_TRY_CONCAT(tw_try_assign_, __LINE__), declaration, expr)
-#define TW_TRY_ASSIGN_IMPL(temp, declaration, expr)  \
-  auto temp = (expr);                                \
-  if (!temp) return std::move(temp).failure_value(); \
+#define TW_TRY_ASSIGN_IMPL(temp, declaration, expr)                           \
+  auto temp = (expr);                                                         \
+  if (!temp) return ::tw::archive::as_fault(std::move(temp).failure_value()); \
   declaration = std::move(temp).value()
 
 // Runs a callable when the scope ends, unless dismissed: the one scope guard.

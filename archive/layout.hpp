@@ -18,7 +18,6 @@
 #include "archive/expected.hpp"
 #include "archive/types.hpp"
 #include "common/protocol.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
@@ -54,25 +53,26 @@ struct StoredContent {
 using ContentUsers = std::map<std::string, std::vector<std::string>>;
 
 // What every layout can do: read histories and the tree of archived paths, write a version's
-// content back out, and check its own storage.
+// content back out, and check its own storage. What fails to read the archive fails with a
+// RETRY fault.
 class Layout {
  public:
   virtual ~Layout() = default;
 
   virtual ArchiveFormat format() const = 0;
   // The history of `path`, oldest first; empty when it was never archived.
-  virtual Result<std::vector<Version>> versions(std::string_view path) = 0;
+  virtual Expected<std::vector<Version>> versions(std::string_view path) = 0;
   // The archived paths directly beneath `dir` (with those known only as parents), sorted.
-  virtual Result<std::vector<std::string>> children(std::string_view dir) = 0;
+  virtual Expected<std::vector<std::string>> children(std::string_view dir) = 0;
   // `dir` and every archived path beneath it, sorted (empty when `dir` is unknown).
   // `unreachable` (optional) counts the archived entries beneath `dir` that the layout
   // knows of but cannot reach (damage): a restore names them.
-  virtual Result<std::vector<std::string>> paths_within(std::string_view dir,
-                                                        std::uint64_t* unreachable = nullptr) = 0;
+  virtual Expected<std::vector<std::string>> paths_within(std::string_view dir,
+                                                          std::uint64_t* unreachable = nullptr) = 0;
   // Every path with a history, sorted (verify).
-  virtual Result<std::vector<std::string>> archived_paths() = 0;
+  virtual Expected<std::vector<std::string>> archived_paths() = 0;
   // Writes (or with fd -1 only checks) the content of file version `v`; the bytes written.
-  virtual Result<std::uint64_t> extract(const Version& v, int fd, bool sparse) = 0;
+  virtual Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) = 0;
   // The content ids file version `v` names, as verify counts their users.
   virtual std::vector<std::string> content_ids(const Version& v) const = 0;
   // Verify's part that is the layout's own: every piece of stored content read back and
@@ -83,7 +83,7 @@ class Layout {
 };
 
 // What the layout that takes new versions can do besides: the requests' steps, and group
-// commit (FORMAT.md, "Group commit").
+// commit (FORMAT.md, "Group commit and durability").
 class WritableLayout : public Layout {
  public:
   // The latest version of `path` (staged ones included), if any.
@@ -113,7 +113,7 @@ class WritableLayout : public Layout {
   virtual Done flush() = 0;
   virtual std::size_t staged_versions() const = 0;
   virtual std::uint64_t staged_bytes() const = 0;
-  virtual Result<bool> fold_journal() = 0;
+  virtual Expected<bool> fold_journal() = 0;
 };
 
 }  // namespace tw::archive

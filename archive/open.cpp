@@ -1,5 +1,7 @@
 // Store::open: the one place that reads an archive's FORMAT file and picks its layout
 // (format 2, or format 1 read only), creating a new archive, in format 2, when asked to.
+// A root that is no archive this release can open is PERMANENT; an archive that cannot be
+// read or written, RETRY.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -42,13 +44,13 @@ bool own_entry(const std::string& name) {
 
 // Creates the folders down to `root` that are missing, the last ones private (kDirMode):
 // a new backup root is readable by its owner only, whatever the umask.
-Status make_root(const std::string& root) {
+Done make_root(const std::string& root) {
   std::error_code ec;
   const std::filesystem::path path(root);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return Error{fmt::format("cannot create backup root {}: {}", root, ec.message())};
+  if (ec) return retry(fmt::format("cannot create backup root {}: {}", root, ec.message()));
   if (::mkdir(root.c_str(), kDirMode) != 0 && errno != EEXIST) {
-    return Error{fmt::format("cannot create backup root {}: {}", root, std::strerror(errno))};
+    return retry(fmt::format("cannot create backup root {}: {}", root, std::strerror(errno)));
   }
   return Ok{};
 }
@@ -56,23 +58,21 @@ Status make_root(const std::string& root) {
 // A writer's new archive: refuses a folder that holds anything but what an interrupted
 // creation leaves; writes tmp/ then FORMAT, so that a kill leaves no archive or one that
 // opens.
-Status create_archive(const std::string& root, DiskWriter& disk) {
-  if (auto made = make_root(root); !made) return made;
+Done create_archive(const std::string& root, DiskWriter& disk) {
+  TRY(make_root(root));
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
     if (!own_entry(entry.path().filename().string())) {
-      return Error{
+      return permanent(
           fmt::format("backup root {} is not empty and not a TimeWarp archive (no FORMAT "
                       "file); refusing to write into it",
-                      root)};
+                      root));
     }
   }
-  if (ec) return Error{fmt::format("cannot read backup root {}: {}", root, ec.message())};
-  if (auto made = disk.make_dir(root + "/tmp"); !made) return Error{made.fault().message};
+  if (ec) return retry(fmt::format("cannot read backup root {}: {}", root, ec.message()));
+  TRY(disk.make_dir(root + "/tmp"));
   const std::string text = std::string(kFormat2Line) + chunk_sizes_line(ChunkSizes{});
-  if (auto written = disk.write_file(root + "/FORMAT", text); !written) {
-    return Error{written.fault().message};
-  }
+  TRY(disk.write_file(root + "/FORMAT", text));
   return Ok{};
 }
 
@@ -83,9 +83,9 @@ std::string without_trailing_slashes(std::string root) {
 
 }  // namespace
 
-Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks hooks,
-                          CompressionOptions compression) {
-  if (backup_root.empty()) return Error{"backup_root is not set"};
+Expected<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks hooks,
+                            CompressionOptions compression) {
+  if (backup_root.empty()) return permanent("backup_root is not set");
   auto impl = std::make_unique<Impl>();
   impl->root = without_trailing_slashes(backup_root);
   impl->mode = mode;
@@ -95,39 +95,40 @@ Result<Store> Store::open(const std::string& backup_root, Mode mode, StoreHooks 
   const bool writable = mode == Mode::ReadWrite;
   if (writable && !path_exists(format_file)) {
     DiskWriter disk(root, impl->hooks.before_write_step, impl->hooks.fail_write_step);
-    if (auto created = create_archive(root, disk); !created) return Error{created.error()};
+    TRY(create_archive(root, disk));
   }
   auto format = read_small_file(format_file, 4096);
   if (!format) {
-    return Error{fmt::format("{} is not a TimeWarp archive (cannot read {})", root, format_file)};
+    return permanent(
+        fmt::format("{} is not a TimeWarp archive (cannot read {})", root, format_file));
   }
   if (*format == kFormat1Line) {
     if (writable) {
-      return Error{fmt::format(
+      return permanent(fmt::format(
           "{} is a format-1 archive, which this release reads but no longer writes: point "
           "backup_root at a new folder for the archivers (this one stays listable, restorable "
           "and verifiable with `timewarp versions`, `restore` and `verify --backup-root {}`)",
-          root, root)};
+          root, root));
     }
     impl->layout = std::make_unique<Format1Layout>(root, impl->hooks.cancelled);
     return Store(std::move(impl));
   }
   if (!format->starts_with(kFormat2Line)) {
-    return Error{fmt::format("{} is not a TimeWarp archive this version can read ({} holds '{}')",
-                             root, format_file, shown_path(format->substr(0, 40)))};
+    return permanent(
+        fmt::format("{} is not a TimeWarp archive this version can read ({} holds '{}')", root,
+                    format_file, shown_path(format->substr(0, 40))));
   }
   auto sizes = parse_chunk_sizes(std::string_view(*format).substr(kFormat2Line.size()));
   if (!sizes) {
-    return Error{fmt::format("{} is not a TimeWarp archive this version can read ({}: {})", root,
-                             format_file, sizes.error())};
+    return permanent(fmt::format("{} is not a TimeWarp archive this version can read ({}: {})",
+                                 root, format_file, sizes.error()));
   }
-  auto layout = Format2Layout::open(root, mode, impl->hooks, compression, *sizes);
-  if (!layout) return Error{layout.error()};
+  TRY_ASSIGN(auto layout, Format2Layout::open(root, mode, impl->hooks, compression, *sizes));
   if (writable) {
-    impl->writer = layout->get();
-    (*layout)->remove_stale_temps();
+    impl->writer = layout.get();
+    layout->remove_stale_temps();
   }
-  impl->layout = std::move(*layout);
+  impl->layout = std::move(layout);
   return Store(std::move(impl));
 }
 

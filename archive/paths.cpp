@@ -8,11 +8,11 @@
 
 namespace tw::archive {
 
-Result<std::string> normalize_path(std::string_view raw) {
-  if (raw.empty()) return Error{"empty path"};
-  if (raw.front() != '/') return Error{fmt::format("relative path: {}", escape_bytes(raw))};
+Expected<std::string> normalize_path(std::string_view raw) {
+  if (raw.empty()) return permanent("empty path");
+  if (raw.front() != '/') return permanent(fmt::format("relative path: {}", escape_bytes(raw)));
   if (raw.find('\0') != std::string_view::npos) {
-    return Error{fmt::format("path holds a NUL byte: {}", escape_bytes(raw))};
+    return permanent(fmt::format("path holds a NUL byte: {}", escape_bytes(raw)));
   }
   std::string out;
   out.reserve(raw.size());
@@ -23,7 +23,7 @@ Result<std::string> normalize_path(std::string_view raw) {
     const std::string_view part = raw.substr(i, end - i);
     i = end;
     if (part.empty() || part == ".") continue;
-    if (part == "..") return Error{fmt::format("path holds '..': {}", escape_bytes(raw))};
+    if (part == "..") return permanent(fmt::format("path holds '..': {}", escape_bytes(raw)));
     out.push_back('/');
     out.append(part);
   }

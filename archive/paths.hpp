@@ -6,14 +6,14 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.hpp"
+#include "archive/expected.hpp"
 
 namespace tw::archive {
 
 // The canonical form of an absolute path: repeated slashes collapsed, "." components and a
 // trailing slash dropped. Refuses relative paths, ".." components and NUL bytes, since
-// those cannot be resolved without the filesystem.
-Result<std::string> normalize_path(std::string_view raw);
+// those cannot be resolved without the filesystem (PERMANENT: the path itself is wrong).
+Expected<std::string> normalize_path(std::string_view raw);
 
 // (The parent, the last component and "is this path inside that directory" are in
 // common/paths.hpp: parent_path, base_name, path_within.)

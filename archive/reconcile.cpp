@@ -248,9 +248,8 @@ Expected<std::uint64_t> Reconciler::settle_structure(const std::string& path, bo
   TRY_ASSIGN(const bool any, layout_.has_children(path));
   if (!any) return std::uint64_t{0};
   if (!directory) {
-    auto paths = layout_.paths_within(path);
-    if (!paths) return archive_fault(paths.failure());
-    return sum_each(*paths, hooks_.cancelled, [&](const std::string& p) -> Expected<std::uint64_t> {
+    TRY_ASSIGN(const auto paths, layout_.paths_within(path));
+    return sum_each(paths, hooks_.cancelled, [&](const std::string& p) -> Expected<std::uint64_t> {
       if (p == path) return std::uint64_t{0};
       TRY_ASSIGN(const Committed done, settle(p, Op::Delete));
       return done.bytes;
@@ -260,12 +259,11 @@ Expected<std::uint64_t> Reconciler::settle_structure(const std::string& path, bo
   // No longer a directory: the request that follows this change settles what it held.
   if (!look.is_directory()) return std::uint64_t{0};
   TRY_ASSIGN(const auto names, list_looked(look, shown_path(path)));
-  auto children = layout_.children(path);
-  if (!children) return archive_fault(children.failure());
+  TRY_ASSIGN(auto children, layout_.children(path));
   const std::unordered_set<std::string> present(names.begin(), names.end());
-  std::erase_if(*children,
+  std::erase_if(children,
                 [&](const std::string& child) { return present.count(base_name(child)) > 0; });
-  return sum_each(*children, hooks_.cancelled,
+  return sum_each(children, hooks_.cancelled,
                   [&](const std::string& child) { return reconcile_path(child, Op::Delete); });
 }
 
@@ -277,9 +275,8 @@ Expected<std::uint64_t> Reconciler::reconcile_path(const std::string& path, Op h
 }
 
 Expected<std::uint64_t> Reconciler::reconcile(std::string_view raw, Op hint) {
-  auto path = normalize_path(raw);
-  if (!path) return permanent(path.error());
-  return reconcile_path(*path, hint);
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  return reconcile_path(path, hint);
 }
 
 Expected<std::uint64_t> Reconciler::scan_entry(const std::string& entry) {
@@ -292,15 +289,14 @@ Expected<std::uint64_t> Reconciler::scan_entry(const std::string& entry) {
 }
 
 Expected<std::uint64_t> Reconciler::scan(std::string_view raw, const Filter* filter) {
-  auto path = normalize_path(raw);
-  if (!path) return permanent(path.error());
-  TRY_ASSIGN(std::uint64_t bytes, reconcile_path(*path, Op::Update));
-  TRY_ASSIGN(const SourceLook look, look_at(*path));
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  TRY_ASSIGN(std::uint64_t bytes, reconcile_path(path, Op::Update));
+  TRY_ASSIGN(const SourceLook look, look_at(path));
   // No longer a directory: the reconcile above has recorded what is there.
   if (!look.is_directory()) return bytes;
-  TRY_ASSIGN(const auto names, list_looked(look, shown_path(*path)));
+  TRY_ASSIGN(const auto names, list_looked(look, shown_path(path)));
   UniqueFd dir = open_looked(look, true);
-  if (!dir) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path(*path)));
+  if (!dir) return errno_fault(errno, Side::Source, fmt::format("listing {}", shown_path(path)));
   // Each entry but the subdirectories (each is its own request's, with what it holds) as a
   // STAT: content is read only where size or mtime differ from the latest version. An entry
   // gone since the listing is looked at all the same (a tombstone if it was archived). A
@@ -313,7 +309,7 @@ Expected<std::uint64_t> Reconciler::scan(std::string_view raw, const Filter* fil
   EntryFaults faults;
   for (const auto& name : names) {
     if (cancelled()) return retry("cancelled");
-    const std::string entry = join_path(*path, name);
+    const std::string entry = join_path(path, name);
     if ((filter != nullptr && filter->excluded(entry)) || left_alone(name)) continue;
     if (auto done = scan_entry(entry); done) {
       bytes += *done;
@@ -321,33 +317,32 @@ Expected<std::uint64_t> Reconciler::scan(std::string_view raw, const Filter* fil
       faults.add(done.fault());
     }
   }
-  if (faults.first) return faults.summary(*path);
+  if (faults.first) return faults.summary(path);
   return bytes;
 }
 
 Expected<std::uint64_t> Reconciler::move(std::string_view raw_from, std::string_view raw_to) {
-  auto from = normalize_path(raw_from);
-  if (!from) return permanent(from.error());
-  auto to = normalize_path(raw_to);
-  if (!to) return permanent(fmt::format("destination: {}", to.error()));
+  TRY_ASSIGN(const std::string from, normalize_path(raw_from));
+  auto normalized_to = normalize_path(raw_to);
+  if (!normalized_to) return in_context("destination", normalized_to.fault());
+  const std::string& to = *normalized_to;
   // Nothing to follow (or a rename no filesystem allows): both names reconciled.
   const auto both = [&]() -> Expected<std::uint64_t> {
-    TRY_ASSIGN(const std::uint64_t a, reconcile_path(*from, Op::Update));
-    if (*from == *to) return a;
-    TRY_ASSIGN(const std::uint64_t b, reconcile_path(*to, Op::Update));
+    TRY_ASSIGN(const std::uint64_t a, reconcile_path(from, Op::Update));
+    if (from == to) return a;
+    TRY_ASSIGN(const std::uint64_t b, reconcile_path(to, Op::Update));
     return a + b;
   };
-  if (*from == *to || path_within(*to, *from) || path_within(*from, *to)) return both();
-  auto paths = layout_.paths_within(*from);
-  if (!paths) return archive_fault(paths.failure());
-  if (paths->empty()) return both();
+  if (from == to || path_within(to, from) || path_within(from, to)) return both();
+  TRY_ASSIGN(const auto paths, layout_.paths_within(from));
+  if (paths.empty()) return both();
 
   std::uint64_t bytes = 0;
   std::vector<std::pair<std::string, Found>> arrived;
   std::optional<Fault> refused;
-  for (const auto& p : *paths) {
+  for (const auto& p : paths) {
     if (cancelled()) return retry("cancelled");
-    const std::string q = rebase(p, *from, *to);
+    const std::string q = rebase(p, from, to);
     TRY_ASSIGN(const Committed step, move_step(p, q));
     bytes += step.bytes;
     if (step.refused && !refused) refused = step.refused;
@@ -356,7 +351,7 @@ Expected<std::uint64_t> Reconciler::move(std::string_view raw_from, std::string_
   // What the new name held before the rename and holds no more.
   auto structure =
       arrived.front().second != Found::Directory
-          ? settle_structure(*to, false)
+          ? settle_structure(to, false)
           : sum_each(arrived, hooks_.cancelled, [&](const std::pair<std::string, Found>& a) {
               return settle_structure(a.first, a.second == Found::Directory);
             });

@@ -1,4 +1,4 @@
-// Looking at source paths the way convergence needs (DESIGN.md, "Convergence"): with
+// Looking at source paths the way convergence needs (ARCHITECTURE.md, "Convergence"): with
 // lstat, never following a symlink in any component of the path. The parent directory is
 // resolved with openat2(RESOLVE_NO_SYMLINKS) or, on kernels without openat2, one
 // O_NOFOLLOW component at a time from "/"; everything after is relative to that

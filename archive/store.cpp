@@ -56,31 +56,28 @@ ArchiveResult Store::scan(std::string_view path, QueueOrder order, const Filter*
   return reconciled(*impl_, order, [&](Reconciler& r) { return r.scan(path, filter); });
 }
 
-Result<std::vector<Version>> Store::versions(std::string_view raw) const {
-  auto path = normalize_path(raw);
-  if (!path) return Error{path.error()};
-  return impl_->layout->versions(*path);
+Expected<std::vector<Version>> Store::versions(std::string_view raw) const {
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  return impl_->layout->versions(path);
 }
 
-Result<std::vector<std::string>> Store::paths_within(std::string_view raw) const {
-  auto path = normalize_path(raw);
-  if (!path) return Error{path.error()};
-  return impl_->layout->paths_within(*path, nullptr);
+Expected<std::vector<std::string>> Store::paths_within(std::string_view raw) const {
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  return impl_->layout->paths_within(path, nullptr);
 }
 
-Result<std::vector<std::string>> Store::children(std::string_view raw,
-                                                 const std::vector<std::string>& except) const {
-  auto path = normalize_path(raw);
-  if (!path) return Error{path.error()};
-  auto children = impl_->layout->children(*path);
-  if (!children || except.empty()) return children;
+Expected<std::vector<std::string>> Store::children(std::string_view raw,
+                                                   const std::vector<std::string>& except) const {
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  TRY_ASSIGN(std::vector<std::string> children, impl_->layout->children(path));
+  if (except.empty()) return children;
   const std::unordered_set<std::string> skip(except.begin(), except.end());
-  std::erase_if(*children,
+  std::erase_if(children,
                 [&](const std::string& child) { return skip.count(base_name(child)) > 0; });
   return children;
 }
 
-Result<RestoreReport> Store::restore(std::string_view path, const RestoreOptions& options) const {
+Expected<RestoreReport> Store::restore(std::string_view path, const RestoreOptions& options) const {
   return restore_archived(*impl_->layout, path, options, impl_->hooks.cancelled);
 }
 
@@ -100,7 +97,7 @@ void Store::close_group(std::function<void(const Status&)> on_durable) {
     return;
   }
   impl_->writer->close_group([on_durable = std::move(on_durable)](const Done& done) {
-    on_durable(done ? Status(Ok{}) : Status(Error{done.fault().message}));
+    on_durable(done ? Status(Ok{}) : Status(Error{done.error()}));
   });
 }
 
@@ -114,12 +111,12 @@ bool Store::syncing() const { return impl_->writer != nullptr && impl_->writer->
 
 Status Store::flush() {
   if (impl_->writer == nullptr) return Ok{};
-  if (auto flushed = impl_->writer->flush(); !flushed) return Error{flushed.fault().message};
+  if (auto flushed = impl_->writer->flush(); !flushed) return Error{flushed.error()};
   return Ok{};
 }
 
-Result<bool> Store::fold_journal() {
-  return impl_->writer != nullptr ? impl_->writer->fold_journal() : Result<bool>(true);
+Expected<bool> Store::fold_journal() {
+  return impl_->writer != nullptr ? impl_->writer->fold_journal() : Expected<bool>(true);
 }
 
 std::size_t Store::staged_versions() const {

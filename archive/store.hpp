@@ -1,6 +1,7 @@
 // The archive under a backup root (FORMAT.md): the facade that the archiver, the monitor
 // and `timewarp` use. It opens whichever layout the archive is in (format 2, written; format
-// 1, read only) and runs the generic requests, restore and verify over it.
+// 1, read only) and runs the generic requests, restore and verify over it. What may fail
+// returns Expected (expected.hpp): a value, or a Fault whose message error() gives.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/expected.hpp"
 #include "archive/types.hpp"
 #include "common/filters.hpp"
 #include "common/protocol.hpp"
@@ -28,8 +30,8 @@ class Store {
   // in format 2, when absent, and refuses a format-1 archive (read only, FORMAT.md
   // "Appendix: format 1"); ReadOnly refuses a directory that is not an archive.
   // `compression` applies to new content.
-  static Result<Store> open(const std::string& backup_root, Mode mode, StoreHooks hooks = {},
-                            CompressionOptions compression = {});
+  static Expected<Store> open(const std::string& backup_root, Mode mode, StoreHooks hooks = {},
+                              CompressionOptions compression = {});
   // The format of this archive.
   ArchiveFormat format() const;
 
@@ -39,9 +41,10 @@ class Store {
 
   // The requests of the line protocol. Paths are raw, absolute. None is replayed as
   // an edit: each makes the archive's latest state of its path (and of what is archived
-  // beneath it) equal to the disk now; the op only hints at what changed (DESIGN.md,
-  // "Convergence"). STAT takes the latest content over when size and mtime are unchanged;
-  // MOVE lets the history follow the file when the disk confirms the rename.
+  // beneath it) equal to the disk now; the op only hints at what changed
+  // (ARCHITECTURE.md, "Convergence"). STAT takes the latest content over when size and
+  // mtime are unchanged; MOVE lets the history follow the file when the disk confirms the
+  // rename.
   // `order` is the request's place in the master queue, when it came with one: a regular
   // file whose content is read records its horizon, and a later request whose changes
   // were all queued before that read began takes that content over when the file's stat
@@ -67,7 +70,9 @@ class Store {
   // every group after it not yet committed, are to be answered FAILED RETRY). Groups are
   // committed and their `on_durable` run in the order closed. A request answered COMPLETE
   // in a group may be reported as such only from its `on_durable`. Reads through this
-  // Store see every staged version.
+  // Store see every staged version. `on_durable` and flush() give a Status, the shape the
+  // archiver's group commit (archiver/group_commit.hpp) takes: a lost group is always
+  // answered FAILED RETRY, so its message is all they carry.
   void begin_group();
   void close_group(std::function<void(const Status&)> on_durable);
   // Commits the closed groups whose pack is synced; call it when group_fd() is readable
@@ -88,23 +93,23 @@ class Store {
   // For a quiet archive (no request for a while, nothing staged): folds the catalog's
   // journal into it and empties it, if no other process is busy with the catalog. True when
   // done or nothing to do (format 1, read-only); false when to be tried again later.
-  Result<bool> fold_journal();
+  Expected<bool> fold_journal();
 
   // The history of `path`, oldest first; empty when it was never archived.
-  Result<std::vector<Version>> versions(std::string_view path) const;
+  Expected<std::vector<Version>> versions(std::string_view path) const;
   // Every archived path at or beneath `dir` (including ones known only as parents), sorted.
-  Result<std::vector<std::string>> paths_within(std::string_view dir) const;
+  Expected<std::vector<std::string>> paths_within(std::string_view dir) const;
   // The archived paths directly beneath `dir`, sorted, leaving out those whose last
   // component is in `except` (raw names; for instance a directory's entries on disk, so
   // only what the disk no longer holds is read and returned). Reads one directory of the
   // archive, not the subtree.
-  Result<std::vector<std::string>> children(std::string_view dir,
-                                            const std::vector<std::string>& except = {}) const;
+  Expected<std::vector<std::string>> children(std::string_view dir,
+                                              const std::vector<std::string>& except = {}) const;
 
   // Restores `path` (a file, a link, or a directory with its whole subtree). Fails when
   // nothing could be restored; entries that failed inside a directory are listed in the
   // report's problems.
-  Result<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
+  Expected<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
 
   // Re-reads every object and history. `progress` (optional) receives a line now and then.
   VerifyReport verify(const std::function<void(std::string_view)>& progress = {}) const;

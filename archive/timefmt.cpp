@@ -79,23 +79,23 @@ std::optional<std::int64_t> to_ns(std::int64_t seconds, std::int64_t ns) {
   return out;
 }
 
-Error bad_time(std::string_view text) {
-  return Error{fmt::format(
+Fault bad_time(std::string_view text) {
+  return permanent(fmt::format(
       "bad time '{}': expected ISO-8601 like 2026-11-22T10:00:00 or 2026-11-22T10:00:00Z, "
       "or Unix seconds",
-      text)};
+      text));
 }
 
-Error out_of_range(std::string_view text) {
-  return Error{
+Fault out_of_range(std::string_view text) {
+  return permanent(
       fmt::format("bad time '{}': out of range (the archive keeps nanoseconds since "
                   "1970 in 64 bits: {} to {})",
-                  text, format_time_ns(INT64_MIN), format_time_ns(INT64_MAX))};
+                  text, format_time_ns(INT64_MIN), format_time_ns(INT64_MAX)));
 }
 
 // "[-]seconds[.fraction]"; the sign applies to the fraction too ("-0.5" is half a second
 // before the epoch). `original` is the text as given, for messages.
-Result<std::int64_t> parse_unix(std::string_view text, std::string_view original) {
+Expected<std::int64_t> parse_unix(std::string_view text, std::string_view original) {
   const bool negative = !text.empty() && text.front() == '-';
   if (negative) text.remove_prefix(1);
   std::string_view whole = text;
@@ -170,11 +170,11 @@ std::string format_time_ns(std::int64_t ns) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rest);
 }
 
-Result<std::int64_t> parse_time_ns(std::string_view text) {
+Expected<std::int64_t> parse_time_ns(std::string_view text) {
   const std::string_view original = text;
   const auto bad = [&] { return bad_time(original); };
   const auto refuse = [&](std::string_view why) {
-    return Error{fmt::format("bad time '{}': {}", original, why)};
+    return permanent(fmt::format("bad time '{}': {}", original, why));
   };
   if (!text.empty() && text.front() == '@') text.remove_prefix(1);
   if (text.empty()) return bad();

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/result.hpp"
+#include "archive/expected.hpp"
 
 namespace tw::archive {
 
@@ -19,7 +19,7 @@ std::string format_time_ns(std::int64_t ns);
 // "@1763805600", "-0.5"). Refuses what names no instant (February 30, month 13, hour 24,
 // second 60, a zone offset beyond -23:59 to +23:59) and any instant outside what the
 // nanoseconds fit in (1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z),
-// with a message that says which.
-Result<std::int64_t> parse_time_ns(std::string_view text);
+// with a PERMANENT fault whose message says which.
+Expected<std::int64_t> parse_time_ns(std::string_view text);
 
 }  // namespace tw::archive

@@ -1,6 +1,7 @@
-// The archiver's side of the line protocol (DESIGN.md, "The scheduler <-> archiver
-// interface"): turns one request line into one response, against a Store or, in --null
-// mode, against nothing. One RequestHandler belongs to one thread at a time.
+// The archiver's side of the line protocol (ARCHITECTURE.md, "Requests and answers";
+// archive/FORMAT.md, "Answers (the protocol)"): turns one request line into one response,
+// against a Store or, in --null mode, against nothing. One RequestHandler belongs to one
+// thread at a time.
 #pragma once
 
 #include <string_view>

@@ -52,12 +52,15 @@ Result<std::string> source_path(const ArchiveArgs& args) {
     if (::getcwd(cwd, sizeof cwd) == nullptr) return Error{"cannot find the current directory"};
     raw = std::string(cwd) + "/" + raw;
   }
-  return ar::normalize_path(raw);
+  auto normal = ar::normalize_path(raw);
+  if (!normal) return Error{normal.error()};
+  return std::move(*normal);
 }
 
-Result<ar::Store> open_store(const Config& config) {
+ar::Expected<ar::Store> open_store(const Config& config) {
   if (config.backup_root.empty()) {
-    return Error{"backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)"};
+    return ar::permanent(
+        "backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)");
   }
   return ar::Store::open(config.backup_root, ar::Store::Mode::ReadOnly);
 }

@@ -7,12 +7,14 @@
 #include "cli/check_command.hpp"
 #include "cli/control_commands.hpp"
 #include "cli/queue_commands.hpp"
+#include "cli/retention_commands.hpp"
 #include "common/config.hpp"
 #include "common/logging.hpp"
 
 int main(int argc, char** argv) {
   tw::Config config;
-  CLI::App app{"timewarp: status, enqueue, versions, restore, verify and check for TimeWarp."};
+  CLI::App app{
+      "timewarp: status, enqueue, versions, restore, verify, check and forget for TimeWarp."};
   app.name("timewarp");
   app.require_subcommand(1);
   tw::add_config_options(app, config);
@@ -20,6 +22,7 @@ int main(int argc, char** argv) {
   tw::cli::add_queue_commands(app, config, run);
   tw::add_archive_commands(app, config, run);
   tw::cli::add_check_command(app, config, run);
+  tw::add_retention_commands(app, config, run);
   tw::cli::add_control_commands(app, config, run);
   if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
   if (config.log_level == "info") config.log_level = "warn";  // quiet unless asked

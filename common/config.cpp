@@ -78,6 +78,13 @@ constexpr ConfigKey kConfigKeys[] = {
     {.name = "rescan_interval", .value = number(&Config::rescan_interval, 0.0, 365 * kDay), .description = "seconds between the monitor's rescans of every source against the archive (0: never)", .unit = "s", .more = "86400 s is a day; a rescan goes in slices, at low priority"},
     {.name = "prune_age", .value = number(&Config::prune_age, 0.0, 3650 * kDay), .description = "remove COMPLETED items older than this, seconds", .unit = "s", .more = "604800 s is 7 days"},
     {.name = "prune_interval", .value = number(&Config::prune_interval, 0.0, 30 * kDay), .description = "seconds between prune passes (0: never)", .unit = "s"},
+    {.name = "keep_within", .value = number(&Config::keep_within, 0.0, 3650 * kDay), .description = "keep every version archived this recently, seconds", .audience = Audience::None, .unit = "s", .more = "retention: a version is kept when it was its path's state at a kept moment, or is the latest; 3600 s is an hour"},
+    {.name = "keep_hourly", .value = number(&Config::keep_hourly, 0, 1000000), .description = "keep the moments at the last N full hours", .audience = Audience::None},
+    {.name = "keep_daily", .value = number(&Config::keep_daily, 0, 1000000), .description = "keep the moments at the last N midnights", .audience = Audience::None},
+    {.name = "keep_weekly", .value = number(&Config::keep_weekly, 0, 1000000), .description = "keep the moments at the last N Mondays, midnight", .audience = Audience::None},
+    {.name = "keep_monthly", .value = number(&Config::keep_monthly, 0, 1000000), .description = "keep the moments at the last N firsts of a month, midnight", .audience = Audience::None},
+    {.name = "keep_yearly", .value = number(&Config::keep_yearly, 0, 1000000), .description = "keep the moments at the last N firsts of January, midnight", .audience = Audience::None},
+    {.name = "retention_timezone", .value = TextKey{&Config::retention_timezone}, .description = "time zone of the retention calendar (empty: local)", .audience = Audience::None, .more = "a name under /usr/share/zoneinfo, e.g. `Europe/Berlin` or `UTC`; hours, midnights and Mondays are those of its clock, summer time included"},
     {.name = "log_level", .value = ChoiceKey{&Config::log_level, kLogLevels}, .description = "logging level", .audience = Audience::Archiver, .more = "`timewarp` itself logs at `warn` unless told otherwise"},
     {.name = "log_file", .value = TextKey{&Config::log_file}, .description = "also log to this file", .audience = Audience::Archiver, .more = "appended to, in a directory that must exist; logs go to stderr as well"},
 };

@@ -1,4 +1,4 @@
-// Configuration shared by every TimeWarp executable (DESIGN.md, "Configuration"). One
+// Configuration shared by every TimeWarp executable (ARCHITECTURE.md, "Configuration"). One
 // file (TOML/INI, read by CLI11), every key also a command-line flag and an environment
 // variable; flags win over the environment, which wins over the file, which wins over the
 // defaults below. Every executable accepts every key, so one file serves the whole suite.
@@ -54,6 +54,17 @@ struct Config {
 
   double prune_age = 7 * 86400.0;  // COMPLETED rows older than this many seconds are removed
   double prune_interval = 600.0;   // seconds between the scheduler's prune passes (0: never)
+
+  // Retention (archive/retention.hpp): every version of the last keep_within seconds, then
+  // the moments at each of the last keep_hourly full hours, keep_daily midnights, ... of
+  // retention_timezone (empty: the local zone).
+  double keep_within = 3600.0;  // seconds
+  int keep_hourly = 24;
+  int keep_daily = 30;
+  int keep_weekly = 52;
+  int keep_monthly = 0;
+  int keep_yearly = 0;
+  std::string retention_timezone;
 
   std::string log_level = "info";
   std::string log_file;

@@ -1,5 +1,5 @@
-// Path escaping shared by the line protocol and the database (DESIGN.md, "The scheduler ↔
-// archiver interface"): bytes 0x00-0x1F, 0x7F and '%' become %XX (upper-case hex), and so
+// Path escaping shared by the line protocol and the database (ARCHITECTURE.md, "Path
+// escaping"): bytes 0x00-0x1F, 0x7F and '%' become %XX (upper-case hex), and so
 // does every byte that is not part of valid UTF-8. Everything else stays as it is, so any
 // file name Linux allows round-trips byte for byte.
 //

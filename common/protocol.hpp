@@ -1,7 +1,7 @@
-// The scheduler <-> archiver line protocol (DESIGN.md): one request per line on the
-// archiver's stdin, one response per line on its stdout, fields separated by TAB. Path and
-// message fields travel in the escaped form of common/escape.hpp. Pure functions, safe
-// from any thread.
+// The scheduler <-> archiver line protocol (ARCHITECTURE.md, "Requests and answers"): one
+// request per line on the archiver's stdin, one response per line on its stdout, fields
+// separated by TAB. Path and message fields travel in the escaped form of
+// common/escape.hpp. Pure functions, safe from any thread.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The master-queue API (DESIGN.md, "The master queue") over one Connection: enqueue many
+// The master-queue API (ARCHITECTURE.md, "The master queue") over one Connection: enqueue many
 // items in one round trip, claim a batch in one statement (FOR UPDATE SKIP LOCKED under a
 // matching partial index), complete, fail and release many items per statement, recover
 // expired leases, and read the counts. Every statement commits at once; no transaction

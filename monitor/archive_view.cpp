@@ -24,7 +24,8 @@ std::optional<archive::Version> ArchiveView::live(std::string_view path) {
   if (s == nullptr) return std::nullopt;
   auto versions = s->versions(path);
   if (!versions) {
-    spdlog::warn("archive: {}; treating {} as not archived", versions.error(), shown_path(path));
+    spdlog::warn("reading the archive failed ({}); treating {} as not archived", versions.error(),
+                 shown_path(path));
     return std::nullopt;
   }
   if (versions->empty() || !versions->back().exists()) return std::nullopt;
@@ -36,8 +37,8 @@ std::vector<std::string> ArchiveView::archived_within(std::string_view dir) {
   if (s == nullptr) return {};
   auto paths = s->paths_within(dir);
   if (!paths) {
-    spdlog::warn("archive: {}; cannot list what is archived beneath {}", paths.error(),
-                 shown_path(dir));
+    spdlog::warn("reading the archive failed ({}); cannot list what is archived beneath {}",
+                 paths.error(), shown_path(dir));
     return {};
   }
   return std::move(paths.value());

@@ -2,7 +2,7 @@
 // round trip, and folds away the changes that a later one makes redundant. Thread-safe:
 // the watcher thread adds, the monitor's main thread takes.
 //
-// Every request reconciles (DESIGN.md, "Convergence"): the archiver makes the archive's
+// Every request reconciles (ARCHITECTURE.md, "Convergence"): the archiver makes the archive's
 // latest state of the path equal to what it sees on disk when it looks, whatever the op
 // said. So a waiting change may be dropped only when a change that stays reconciles the
 // same path with a look taken after the dropped one. Order matters for MOVE alone: the

@@ -1,7 +1,8 @@
-// The monitor's side of the READY handshake (DESIGN.md): a flag `ready_sent`, false at
-// start. READY goes to the scheduler only when the queue has claimable items and the flag
-// is false; each READY from the scheduler clears the flag, and the queue is checked again
-// at once, so an item added while the scheduler was finishing is never stranded.
+// The monitor's side of the READY handshake (ARCHITECTURE.md, "The handshake"): a flag
+// `ready_sent`, false at start. READY goes to the scheduler only when the queue has
+// claimable items and the flag is false; each READY from the scheduler clears the flag,
+// and the queue is checked again at once, so an item added while the scheduler was
+// finishing is never stranded.
 // Pure state, no I/O: the caller asks the queue and sends the line. Not thread-safe.
 #pragma once
 

@@ -1,6 +1,7 @@
 // One consumer: a thread and the archiver child it owns. It takes items from the batch
-// queue one at a time, hands each to its archiver over the line protocol and passes the
-// outcome to the reporter. An archiver that dies, answers garbage or exceeds item_timeout
+// queue in order, hands them to its archiver over the line protocol (a window of several
+// requests in flight: ARCHITECTURE.md, "The window") and passes each outcome to the
+// reporter. An archiver that dies, answers garbage or exceeds item_timeout
 // is killed (SIGTERM, bounded wait, SIGKILL), reaped and restarted with backoff, and the
 // item counts one failed attempt; one consumer's trouble never stops the others.
 // The public methods are safe to call from any thread.

@@ -1,4 +1,4 @@
-// The scheduler's main loop (DESIGN.md, "The monitor ↔ scheduler handshake"): reads READY,
+// The scheduler's main loop (ARCHITECTURE.md, "The handshake"): reads READY,
 // STOP and ARCHIVERS n from its signal pipe; on READY claims NEW items in batches into the
 // batch queue (refilling it before it runs dry) while consumer threads feed them to their
 // archivers; writes READY once nothing is claimable, the batch queue is drained, every

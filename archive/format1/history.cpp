@@ -87,13 +87,13 @@ std::string format_version(const Version& v) {
   return line;
 }
 
-Result<Version> parse_version(std::string_view line, std::uint64_t expected_number) {
+Expected<Version> parse_version(std::string_view line, std::uint64_t expected_number) {
   const auto fields = split(line, '\t');
-  if (fields.size() < 2 || fields[0] != "v") return Error{"not a version line"};
+  if (fields.size() < 2 || fields[0] != "v") return retry("not a version line");
   const auto number = parse_int<std::uint64_t>(fields[1]);
   if (!number || *number != expected_number) {
-    return Error{
-        fmt::format("version number {} where {} was expected", fields[1], expected_number)};
+    return retry(
+        fmt::format("version number {} where {} was expected", fields[1], expected_number));
   }
   Version v;
   v.number = *number;
@@ -101,23 +101,23 @@ Result<Version> parse_version(std::string_view line, std::uint64_t expected_numb
   for (std::size_t i = 2; i < fields.size(); ++i) {
     const auto eq = fields[i].find('=');
     if (eq == std::string_view::npos)
-      return Error{fmt::format("field without '=' in version {}", v.number)};
+      return retry(fmt::format("field without '=' in version {}", v.number));
     const std::string_view key = fields[i].substr(0, eq);
     const auto* field = std::find_if(std::begin(kVersionFields), std::end(kVersionFields),
                                      [&](const VersionField& f) { return f.key == key; });
     if (field == std::end(kVersionFields)) continue;  // unknown keys are left for newer writers
     if (!field->read(fields[i].substr(eq + 1), v)) {
-      return Error{fmt::format("bad {} in version {}", key, v.number)};
+      return retry(fmt::format("bad {} in version {}", key, v.number));
     }
     seen.set(static_cast<std::size_t>(field - std::begin(kVersionFields)));
   }
   for (std::size_t f = 0; f < seen.size(); ++f) {
     if (kVersionFields[f].required && !seen.test(f)) {
-      return Error{fmt::format("version {} lacks a required field", v.number)};
+      return retry(fmt::format("version {} lacks a required field", v.number));
     }
   }
   if (v.exists() && v.is_file() && v.sha256.empty()) {
-    return Error{fmt::format("version {} is a file without content digest", v.number)};
+    return retry(fmt::format("version {} is a file without content digest", v.number));
   }
   return v;
 }
@@ -132,28 +132,27 @@ std::string serialize_history(const History& history) {
   return text;
 }
 
-Result<History> parse_history(std::string_view text) {
+Expected<History> parse_history(std::string_view text) {
   if (text.substr(0, kHeader.size()) != kHeader)
-    return Error{"missing 'timewarp-history 1' header"};
-  if (text.empty() || text.back() != '\n') return Error{"truncated (no final newline)"};
+    return retry("missing 'timewarp-history 1' header");
+  if (text.empty() || text.back() != '\n') return retry("truncated (no final newline)");
   const auto end_at = text.rfind("end\t");
   if (end_at == std::string_view::npos || (end_at > 0 && text[end_at - 1] != '\n')) {
-    return Error{"truncated (no end line)"};
+    return retry("truncated (no end line)");
   }
   const std::string_view body = text.substr(0, end_at);
   const std::string_view digest = text.substr(end_at + 4, text.size() - end_at - 5);
-  if (digest != sha256_hex(body)) return Error{"checksum mismatch"};
+  if (digest != sha256_hex(body)) return retry("checksum mismatch");
   auto lines = split(body.substr(kHeader.size()), '\n');
   lines.pop_back();  // after the last newline
-  if (lines.empty() || lines[0].substr(0, 5) != "path\t") return Error{"missing path line"};
+  if (lines.empty() || lines[0].substr(0, 5) != "path\t") return retry("missing path line");
   History history;
   auto path = unescape_bytes(lines[0].substr(5));
-  if (!path || path->empty() || path->front() != '/') return Error{"bad path line"};
+  if (!path || path->empty() || path->front() != '/') return retry("bad path line");
   history.path = std::move(*path);
   for (std::size_t i = 1; i < lines.size(); ++i) {
-    auto version = parse_version(lines[i], i);
-    if (!version) return Error{version.error()};
-    history.versions.push_back(std::move(*version));
+    TRY_ASSIGN(Version version, parse_version(lines[i], i));
+    history.versions.push_back(std::move(version));
   }
   return history;
 }

@@ -6,13 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/expected.hpp"
 #include "archive/types.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
 std::string serialize_history(const History& history);
-// Parses and checks a history file: header, numbering, fields, and the closing checksum.
-Result<History> parse_history(std::string_view text);
+// Parses and checks a history file: header, numbering, fields, and the closing checksum. A
+// damaged one is a RETRY fault (the archive cannot be read), naming the damage.
+Expected<History> parse_history(std::string_view text);
 
 }  // namespace tw::archive

@@ -84,26 +84,29 @@ std::optional<std::string> Format1Layout::path_of_key(std::string_view key) cons
   return path;
 }
 
-Result<std::vector<Version>> Format1Layout::versions(std::string_view path) {
+// Reads of a format-1 archive fail with RETRY faults (the archive cannot be read), each
+// naming the file.
+
+Expected<std::vector<Version>> Format1Layout::versions(std::string_view path) {
   const std::string file = node_base(sha256_hex(path)) + ".history";
   if (!path_exists(file)) return std::vector<Version>{};  // never archived
-  auto text = read_small_file(file, std::numeric_limits<std::size_t>::max());
-  if (!text) return Error{text.fault().message};
-  auto history = parse_history(*text);
-  if (!history) return Error{fmt::format("damaged history {}: {}", file, history.error())};
+  TRY_ASSIGN(const std::string text,
+             read_small_file(file, std::numeric_limits<std::size_t>::max()));
+  auto history = parse_history(text);
+  if (!history) return in_context(fmt::format("damaged history {}", file), history.fault());
   if (history->path != path) {
-    return Error{fmt::format("damaged history {}: it is for {}, not {}", file,
-                             shown_path(history->path), shown_path(path))};
+    return retry(fmt::format("damaged history {}: it is for {}, not {}", file,
+                             shown_path(history->path), shown_path(path)));
   }
   return std::move(history->versions);
 }
 
-Result<std::vector<std::string>> Format1Layout::child_paths(std::string_view path,
-                                                            std::uint64_t* unnamed) {
+Expected<std::vector<std::string>> Format1Layout::child_paths(std::string_view path,
+                                                              std::uint64_t* unnamed) {
   const std::string dir = node_base(sha256_hex(path)) + ".children";
   bool failed = false;
   const auto names = list_dir(dir, &failed);
-  if (failed) return Error{fmt::format("cannot list {}", dir)};
+  if (failed) return retry(fmt::format("cannot list {}", dir));
   std::vector<std::string> children;
   for (const auto& name : names) {
     auto marker = parse_marker(name);
@@ -121,12 +124,12 @@ Result<std::vector<std::string>> Format1Layout::child_paths(std::string_view pat
   return sorted_once(std::move(children));
 }
 
-Result<std::vector<std::string>> Format1Layout::children(std::string_view dir) {
+Expected<std::vector<std::string>> Format1Layout::children(std::string_view dir) {
   return child_paths(dir, nullptr);
 }
 
-Result<std::vector<std::string>> Format1Layout::paths_within(std::string_view dir,
-                                                             std::uint64_t* unreachable) {
+Expected<std::vector<std::string>> Format1Layout::paths_within(std::string_view dir,
+                                                               std::uint64_t* unreachable) {
   std::uint64_t unnamed = 0;
   std::vector<std::string> paths;
   if (path_of_key(sha256_hex(dir))) {
@@ -134,9 +137,8 @@ Result<std::vector<std::string>> Format1Layout::paths_within(std::string_view di
     while (!pending.empty()) {
       std::string path = std::move(pending.front());
       pending.pop_front();
-      auto children = child_paths(path, &unnamed);
-      if (!children) return children;
-      for (auto& child : *children) pending.push_back(std::move(child));
+      TRY_ASSIGN(auto children, child_paths(path, &unnamed));
+      for (auto& child : children) pending.push_back(std::move(child));
       paths.push_back(std::move(path));
     }
   }
@@ -154,7 +156,7 @@ Result<std::vector<std::string>> Format1Layout::paths_within(std::string_view di
   return paths;
 }
 
-Result<std::vector<std::string>> Format1Layout::archived_paths() {
+Expected<std::vector<std::string>> Format1Layout::archived_paths() {
   nodes_.reset();  // verify starts here: it checks the archive as it is now
   std::vector<std::string> paths;
   for (const auto& [key, node] : nodes()) {
@@ -164,7 +166,7 @@ Result<std::vector<std::string>> Format1Layout::archived_paths() {
   return paths;
 }
 
-Result<std::uint64_t> Format1Layout::extract(const Version& v, int fd, bool sparse) {
+Expected<std::uint64_t> Format1Layout::extract(const Version& v, int fd, bool sparse) {
   return extract_object(root_, v.sha256, fd, sparse, cancelled_);
 }
 

@@ -24,12 +24,12 @@ class Format1Layout final : public Layout {
   Format1Layout(std::string root, std::function<bool()> cancelled);
 
   ArchiveFormat format() const override { return ArchiveFormat::V1; }
-  Result<std::vector<Version>> versions(std::string_view path) override;
-  Result<std::vector<std::string>> children(std::string_view dir) override;
-  Result<std::vector<std::string>> paths_within(std::string_view dir,
-                                                std::uint64_t* unreachable) override;
-  Result<std::vector<std::string>> archived_paths() override;
-  Result<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
+  Expected<std::vector<Version>> versions(std::string_view path) override;
+  Expected<std::vector<std::string>> children(std::string_view dir) override;
+  Expected<std::vector<std::string>> paths_within(std::string_view dir,
+                                                  std::uint64_t* unreachable) override;
+  Expected<std::vector<std::string>> archived_paths() override;
+  Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
   std::vector<std::string> content_ids(const Version& v) const override;
   void verify_storage(ContentUsers users, VerifyReport& report,
                       const std::function<void(std::string_view)>& progress) override;
@@ -57,7 +57,7 @@ class Format1Layout final : public Layout {
   std::optional<std::string> path_of_key(std::string_view key) const;
   // The named children of `path` by its markers; `unnamed` counts finished markers whose
   // node has no name (damage).
-  Result<std::vector<std::string>> child_paths(std::string_view path, std::uint64_t* unnamed);
+  Expected<std::vector<std::string>> child_paths(std::string_view path, std::uint64_t* unnamed);
   // Verify's checks of the tree the nodes make, and of the objects.
   void verify_tree(VerifyReport& report);
   void verify_objects(ContentUsers& users, VerifyReport& report,

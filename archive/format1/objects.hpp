@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "common/result.hpp"
+#include "archive/expected.hpp"
 
 namespace tw::archive {
 
@@ -16,12 +16,13 @@ std::string object_file(const std::string& root, const std::string& sha256);
 
 // Decompresses object `sha256` into `out_fd` (-1: nowhere, just check), re-hashing it.
 // Fails, naming the damage, when the object is missing, corrupt, truncated, or its content
-// does not hash to its name. With `sparse`, runs of zeros become holes. `cancelled`
-// (optional) is polled between reads.
-Result<std::uint64_t> extract_object(const std::string& root, const std::string& sha256, int out_fd,
-                                     bool sparse, const std::function<bool()>& cancelled = {});
+// does not hash to its name (RETRY: the archive cannot be read). With `sparse`, runs of
+// zeros become holes. `cancelled` (optional) is polled between reads.
+Expected<std::uint64_t> extract_object(const std::string& root, const std::string& sha256,
+                                       int out_fd, bool sparse,
+                                       const std::function<bool()>& cancelled = {});
 
 // Checks one object file by path (verify, for files whose name may be wrong).
-Result<std::uint64_t> check_object_file(const std::string& file, const std::string& expected_sha);
+Expected<std::uint64_t> check_object_file(const std::string& file, const std::string& expected_sha);
 
 }  // namespace tw::archive

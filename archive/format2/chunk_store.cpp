@@ -1,4 +1,4 @@
-// Format 2's file contents (archiver/chunk_store.hpp).
+// Format 2's file contents (chunk_store.hpp): one pipeline for files of every size.
 #include "archive/format2/chunk_store.hpp"
 
 #include <fcntl.h>
@@ -30,9 +30,10 @@ namespace {
 // few packs in a row).
 constexpr std::size_t kOpenPacks = 8;
 
-// A file this large is cut, hashed and compressed on several threads (the configuration's
-// "large file").
-constexpr std::uint64_t kLargeFile = 4 << 20;
+// A chunk's bytes as the hash and the compressor take them.
+std::string_view chars(std::span<const std::uint8_t> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
 
 Fault changed_while_read(const std::string& shown) {
   Fault fault = retry(fmt::format("changed while being read: {}", shown));
@@ -44,8 +45,7 @@ Fault changed_while_read(const std::string& shown) {
 // there are items; worker 0 is the calling thread, once it has run `beside`), each taking
 // the next item in turn; returns when all are done.
 template <typename Item, typename Each, typename Beside>
-void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each each,
-                         Beside beside) {
+void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each each, Beside beside) {
   std::atomic<std::size_t> next{0};
   const auto work = [&](std::size_t worker) {
     for (std::size_t i = next++; i < items.size(); i = next++) each(items[i], worker);
@@ -165,8 +165,7 @@ Done ChunkStore::add_blob(const std::string& id, std::size_t raw, const StoredBl
   return Ok{};
 }
 
-ChunkStore::PriorCuts ChunkStore::prior_cuts(const PriorContent* prior,
-                                             std::uint64_t expected_size,
+ChunkStore::PriorCuts ChunkStore::prior_cuts(const PriorContent* prior, std::uint64_t expected_size,
                                              const CatalogBatch& batch) const {
   const ChunkSizes& sizes = chunker_.sizes();
   if (prior == nullptr || prior->size < sizes.min || expected_size < sizes.min) return {};
@@ -188,177 +187,200 @@ ChunkStore::PriorCuts ChunkStore::prior_cuts(const PriorContent* prior,
   return PriorCuts(std::move(pieces), sizes.min);
 }
 
+// One file being stored: what store() carries from one window to the next.
+struct ChunkStore::Pass {
+  Pass(ChunkReader&& reader_of_file, PriorCuts&& prior, CatalogBatch& staged, bool threaded,
+       BlobCompressor& own)
+      : reader(std::move(reader_of_file)),
+        cuts(std::move(prior)),
+        batch(staged),
+        large(threaded),
+        compressor(own) {}
+
+  ChunkReader reader;
+  PriorCuts cuts;
+  CatalogBatch& batch;
+  bool large;                  // worked on up to threads_ threads
+  BlobCompressor& compressor;  // the calling thread's, at this file's level
+  Sha256 whole;                // of the content so far
+  std::string digest;          // the content's, when the id of its one chunk gave it
+  ChunkedContent out;
+};
+
 Expected<ChunkedContent> ChunkStore::store(int fd, std::uint64_t expected_size,
                                            const std::string& shown, CatalogBatch& batch,
                                            const PriorContent* prior) {
-  PriorCuts cuts = prior_cuts(prior, expected_size, batch);
-  if (threads_ > 1 && expected_size >= kLargeFile) {
-    return store_windowed(fd, expected_size, shown, batch, cuts);
-  }
-  ChunkedContent out;
-  BlobCompressor& compressor = expected_size < chunker_.sizes().min ? small_compressor_ : compressor_;
-  Sha256 whole;
-  std::string whole_done;  // the content's digest, when it was taken early (one chunk)
-  ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
+  Pass pass(ChunkReader(chunker_, fd, shown, read_buffer_, expected_size),
+            prior_cuts(prior, expected_size, batch), batch,
+            threads_ > 1 && expected_size >= kLargeFile,
+            expected_size < chunker_.sizes().min ? small_compressor_ : compressor_);
   for (;;) {
     if (cancelled_ && cancelled_()) return retry("cancelled");
-    auto view = reader.peek();
-    if (!view) return view.fault();
-    if (view->empty()) break;
-    std::size_t length = 0;
-    std::string id;
-    if (const std::size_t i = cuts.at(reader.offset()); i != PriorCuts::kNone) {
-      cuts.tried(i);
-      const auto& piece = cuts.piece(i);
-      // (the view holds a maximal chunk's bytes, or the rest of the file)
-      std::string tried = piece.size > view->size()
-                              ? std::string()
-                              : sha256_hex(std::string_view(
-                                    reinterpret_cast<const char*>(view->data()), piece.size));
-      if (tried == piece.id) {
-        length = piece.size;
-        id = std::move(tried);
-      }
-    }
-    if (length == 0) length = chunker_.cut(*view);
-    reader.take(length);
-    const std::string_view bytes(reinterpret_cast<const char*>(view->data()), length);
-    whole.update(bytes);
-    if (id.empty() && reader.offset() == bytes.size() && reader.at_end()) {
-      // A file of one chunk (the first chunk, and the reader found its end): its blob's id
-      // is the content's own digest, so it is hashed once.
-      id = whole.hex_digest();
-      whole_done = id;
-    } else if (id.empty()) {
-      id = sha256_hex(bytes);
-    }
-    auto have = known(id, batch);
-    if (!have) return have.fault();
-    if (!*have) {
-      auto frame = compressor.compress(std::span(bytes.data(), bytes.size()));
-      if (!frame) return frame.fault();
-      if (auto added = add_blob(id, bytes.size(), *frame, batch, out); !added) {
-        return added.fault();
-      }
-    }
-    out.chunks.push_back(std::move(id));
+    const WindowShape shape = window_shape(pass.large);
+    if (auto cut = cut_window(pass, shape); !cut) return cut.fault();
+    if (window_.empty()) break;
+    hash_window(pass, shape.workers);
+    if (auto stored = store_window(pass, shape.workers); !stored) return stored.fault();
   }
-  out.size = reader.offset();
+  ChunkedContent& out = pass.out;
+  out.size = pass.reader.offset();
   if (out.size != expected_size) return changed_while_read(shown);
-  out.sha256 = whole_done.empty() ? whole.hex_digest() : whole_done;
-  return out;
+  out.sha256 = pass.digest.empty() ? pass.whole.hex_digest() : std::move(pass.digest);
+  return std::move(out);
 }
 
-Expected<ChunkedContent> ChunkStore::store_windowed(int fd, std::uint64_t expected_size,
-                                                    const std::string& shown,
-                                                    CatalogBatch& batch, PriorCuts& cuts) {
-  ChunkedContent out;
-  Sha256 whole;
-  Sha256 before_window;  // `whole` before the window, to go back to when a piece misses
-  ChunkReader reader(chunker_, fd, shown, read_buffer_, expected_size);
-  const std::size_t max = chunker_.sizes().max;
-  while (thread_compressors_.size() < static_cast<std::size_t>(threads_)) {
+ChunkStore::WindowShape ChunkStore::window_shape(bool large) const {
+  const ChunkSizes& sizes = chunker_.sizes();
+  // One chunk, on this thread, read as far ahead as the buffer takes (a small file in one
+  // read); what is held moves to the buffer's start only when a maximal chunk would not fit.
+  if (!large) return {1, 1, 0, sizes.max, read_buffer_.size()};
+  // Up to 2 x workers chunks and, past its first, up to `workers` normal chunks' bytes (at
+  // most a maximal chunk's), from the buffer's start, the reader reading a normal chunk at a
+  // time only as far as the window's cuts need: its buffer is touched no further.
+  const std::size_t workers = threads_now(static_cast<std::size_t>(threads_));
+  return {workers, 2 * workers, std::min(workers * sizes.avg, sizes.max), read_buffer_.size(),
+          sizes.avg};
+}
+
+// The window's chunks, cut in place in what the reader holds, reading more as the cuts need.
+// A prior piece is cut as it was, on trust: hash_window() tells whether it holds. Else a cut
+// by content, looked for in the bytes as they are read.
+Done ChunkStore::cut_window(Pass& pass, const WindowShape& shape) {
+  ChunkReader& reader = pass.reader;
+  PriorCuts& cuts = pass.cuts;
+  // (No read is made once the reader has met the file's end: nothing to make room for.)
+  const auto begin = static_cast<std::size_t>(reader.held().data() - read_buffer_.data());
+  if (!reader.reaches_end() && begin + shape.room > read_buffer_.size()) reader.compact();
+  window_.clear();
+  std::size_t at = 0;  // the window's bytes
+  Chunker::Scan scan;  // of the chunk being cut at `at`
+  while (window_.empty() || (window_.size() < shape.chunks && at < shape.bytes)) {
+    const auto rest = reader.held().subspan(at);
+    if (rest.empty() && reader.reaches_end()) break;
+    const std::uint64_t offset = reader.offset() + at;
+    const std::size_t piece = cuts.at(offset);
+    std::size_t length = 0;
+    if (piece != PriorCuts::kNone && cuts.piece(piece).size <= rest.size()) {
+      length = cuts.piece(piece).size;
+    } else if (piece != PriorCuts::kNone && reader.reaches_end()) {
+      cuts.tried(piece);  // longer than the file: a miss
+      continue;
+    } else if (piece == PriorCuts::kNone) {
+      length = chunker_.cut_more(rest, reader.reaches_end(), scan);
+    }
+    if (length == 0) {  // more bytes are needed to decide
+      auto more = reader.read_more(shape.read);
+      if (!more) return more.fault();
+      if (!*more && !reader.reaches_end()) {
+        return retry("archive: the chunk reader's buffer is full");
+      }
+      continue;
+    }
+    if (piece != PriorCuts::kNone) cuts.tried(piece);
+    window_.emplace_back(rest.first(length), offset, piece);
+    at += length;
+    scan = {};
+  }
+  return Ok{};
+}
+
+// The ids of the window's chunks, on the workers, and the whole content's hash, in order.
+// With other workers, this thread hashes the whole beside them, on trust that every prior
+// piece holds, and goes back when one does not; alone, it hashes the whole once it knows
+// which chunks stay.
+void ChunkStore::hash_window(Pass& pass, std::size_t workers) {
+  Sha256& whole = pass.whole;
+  const auto hash_whole = [&] {
+    for (const auto& c : window_) whole.update(c.bytes.data(), c.bytes.size());
+  };
+  ChunkReader& reader = pass.reader;
+  if (reader.offset() == 0 && reader.reaches_end() && window_.size() == 1 &&
+      window_.front().bytes.size() == reader.held().size()) {
+    // A file of one chunk: its blob's id is the content's own digest, so it is hashed once
+    // (hex_digest() starts `whole` again: as it was, should the chunk be a piece that missed).
+    hash_whole();
+    window_.front().id = whole.hex_digest();
+    if (!drop_missed(pass.cuts)) pass.digest = window_.front().id;
+    return;
+  }
+  const bool beside = workers > 1 && window_.size() > 1;
+  const bool trusted = std::any_of(window_.begin(), window_.end(), [](const WindowChunk& c) {
+    return c.piece != PriorCuts::kNone;
+  });
+  if (beside && trusted) rewind_.assign(whole);
+  for_each_on_workers(
+      window_, workers, [](WindowChunk& c, std::size_t) { c.id = sha256_hex(chars(c.bytes)); },
+      [&] {
+        if (beside) hash_whole();
+      });
+  const bool missed = drop_missed(pass.cuts);
+  if (beside && !missed) return;
+  if (beside) whole.assign(rewind_);
+  hash_whole();
+}
+
+// A prior piece whose bytes are not the prior version's: the window ends before it, and the
+// next one is cut by content from there. True when there was one.
+bool ChunkStore::drop_missed(PriorCuts& cuts) {
+  const auto missed = std::find_if(window_.begin(), window_.end(), [&](const WindowChunk& c) {
+    return c.piece != PriorCuts::kNone && c.id != cuts.piece(c.piece).id;
+  });
+  if (missed == window_.end()) return false;
+  cuts.tried(missed->piece);
+  window_.erase(missed, window_.end());
+  return true;
+}
+
+// The window's chunks new to the archive (in order, so that a chunk repeated within the
+// window is stored once) compressed on the workers, then appended to the pack and staged,
+// in order. A frame is appended from its compressor's buffer; copied out of it only when
+// the window has more new chunks, one of which may take the compressor first.
+Done ChunkStore::store_window(Pass& pass, std::size_t workers) {
+  fresh_.clear();
+  for (auto& c : window_) {
+    auto have = known(c.id, pass.batch);
+    if (!have) return have.fault();
+    const bool earlier = std::any_of(fresh_.begin(), fresh_.end(),
+                                     [&](const WindowChunk* f) { return f->id == c.id; });
+    c.fresh = !*have && !earlier;
+    if (c.fresh) fresh_.push_back(&c);
+  }
+  while (thread_compressors_.size() + 1 < std::min(workers, fresh_.size())) {
     thread_compressors_.push_back(
         std::make_unique<BlobCompressor>(compressor_.level(), chunker_.sizes().avg));
   }
-  // A window holds up to 2 x workers chunks and, past its first, up to `workers` normal
-  // chunks' bytes (at most a maximal chunk's), and the reader reads a normal chunk at a time
-  // only as far as the window's cuts need: its buffer is touched no further.
-  const std::size_t avg = chunker_.sizes().avg;
-  std::vector<WindowChunk> window;
-  for (;;) {
-    if (cancelled_ && cancelled_()) return retry("cancelled");
-    const std::size_t workers = threads_now(static_cast<std::size_t>(threads_));
-    const std::size_t window_bytes = std::min(workers * avg, max);
-    reader.compact();
-    window.clear();
-    std::size_t at = 0;  // the window's bytes
-    Chunker::Scan scan;  // of the chunk being cut at `at`
-    while (window.size() < 2 * workers && at < window_bytes) {
-      const auto rest = reader.held().subspan(at);
-      if (rest.empty() && reader.reaches_end()) break;
-      const std::uint64_t offset = reader.offset() + at;
-      // A prior piece is cut as it was, on trust: the hashes below tell whether it holds.
-      // Else a cut by content, looked for in the bytes as they are read.
-      const std::size_t piece = cuts.at(offset);
-      std::size_t length = 0;
-      if (piece != PriorCuts::kNone && cuts.piece(piece).size <= rest.size()) {
-        length = cuts.piece(piece).size;
-      } else if (piece != PriorCuts::kNone && reader.reaches_end()) {
-        cuts.tried(piece);  // longer than the file: a miss
-        continue;
-      } else if (piece == PriorCuts::kNone) {
-        length = chunker_.cut_more(rest, reader.reaches_end(), scan);
-      }
-      if (length == 0) {  // more bytes are needed to decide
-        auto more = reader.read_more(avg);
-        if (!more) return more.fault();
-        if (!*more && !reader.reaches_end()) {
-          return retry("archive: the chunk reader's buffer is full");
+  const bool keep = fresh_.size() > 1;
+  for_each_on_workers(
+      fresh_, workers,
+      [&](WindowChunk* c, std::size_t worker) {
+        BlobCompressor& compressor =
+            worker == 0 ? pass.compressor : *thread_compressors_[worker - 1];
+        const std::string_view raw = chars(c->bytes);
+        auto frame = compressor.compress(std::span(raw.data(), raw.size()));
+        if (!frame) {
+          c->fault = frame.fault();
+          return;
         }
-        continue;
-      }
-      if (piece != PriorCuts::kNone) cuts.tried(piece);
-      window.push_back(WindowChunk{rest.first(length), {}, offset, piece, false, {}, {}});
-      at += length;
-      scan = {};
-    }
-    if (window.empty()) break;
-    before_window.assign(whole);
-    // The chunks' ids on the workers while this thread hashes the whole content.
-    for_each_on_workers(window, workers, [](WindowChunk& c, std::size_t) {
-      c.id = sha256_hex(std::string_view(reinterpret_cast<const char*>(c.bytes.data()),
-                                         c.bytes.size()));
-    }, [&] {
-      for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
-    });
-    // A piece whose bytes are not the prior version's: the window ends before it, and the
-    // next one is cut by content from there.
-    const auto missed = std::find_if(window.begin(), window.end(), [&](const WindowChunk& c) {
-      return c.piece != PriorCuts::kNone && c.id != cuts.piece(c.piece).id;
-    });
-    if (missed != window.end()) {
-      cuts.tried(missed->piece);
-      window.erase(missed, window.end());
-      whole.assign(before_window);
-      for (const auto& c : window) whole.update(c.bytes.data(), c.bytes.size());
-    }
-    // Which are new: in order, so a chunk repeated within the window is stored once.
-    std::vector<WindowChunk*> fresh;
-    for (auto& c : window) {
-      auto have = known(c.id, batch);
-      if (!have) return have.fault();
-      const bool earlier = std::any_of(fresh.begin(), fresh.end(),
-                                       [&](const WindowChunk* f) { return f->id == c.id; });
-      c.fresh = !*have && !earlier;
-      if (c.fresh) fresh.push_back(&c);
-    }
-    for_each_on_workers(fresh, workers, [this](WindowChunk* c, std::size_t worker) {
-      auto frame = thread_compressors_[worker]->compress(
-          std::span(reinterpret_cast<const char*>(c->bytes.data()), c->bytes.size()));
-      if (!frame) {
-        c->fault = frame.fault();
-        return;
-      }
-      if (frame->compressed) c->frame.assign(frame->bytes.begin(), frame->bytes.end());
-    }, [] {});
-    std::size_t taken = 0;
-    for (auto& c : window) {
-      if (c.fresh) {
-        if (c.fault) return *c.fault;
-        if (auto added = add_blob(c.id, c.bytes.size(), c.stored(), batch, out); !added) {
-          return added.fault();
+        c->stored = *frame;
+        if (keep && frame->compressed) {
+          c->frame.assign(frame->bytes.begin(), frame->bytes.end());
+          c->stored.bytes = c->frame;
         }
+      },
+      [] {});
+  std::size_t taken = 0;
+  for (auto& c : window_) {
+    if (c.fresh) {
+      if (c.fault) return *c.fault;
+      if (auto added = add_blob(c.id, c.bytes.size(), c.stored, pass.batch, pass.out); !added) {
+        return added.fault();
       }
-      taken += c.bytes.size();
-      out.chunks.push_back(std::move(c.id));
     }
-    reader.take(taken);
+    taken += c.bytes.size();
+    pass.out.chunks.push_back(std::move(c.id));
   }
-  out.size = reader.offset();
-  if (out.size != expected_size) return changed_while_read(shown);
-  out.sha256 = whole.hex_digest();
-  return out;
+  pass.reader.take(taken);
+  return Ok{};
 }
 
 Result<int> ChunkStore::pack_fd(const std::string& name) {
@@ -402,27 +424,11 @@ Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks
                                           const std::string& sha256, int out_fd, bool sparse,
                                           const CatalogBatch* staged) {
   ContentSink sink(out_fd, sparse);
-  if (threads_ > 1 && chunks.size() > 1) return extract_windowed(chunks, sha256, sink, staged);
-  for (const auto& id : chunks) {
-    auto at = locate(id, staged);
-    if (!at) return Error{at.error()};
-    auto raw = read_located(*at);
-    if (!raw) return Error{raw.error()};
-    if (auto written = sink.write({raw->data(), raw->size()}); !written) {
-      return Error{written.error()};
-    }
-  }
-  return sink.finish(sha256);
-}
-
-Result<std::uint64_t> ChunkStore::extract_windowed(const std::vector<std::string>& chunks,
-                                                   const std::string& sha256, ContentSink& sink,
-                                                   const CatalogBatch* staged) {
   // A window of blobs is read and decompressed on the workers while this thread hashes and
-  // writes the window before it, in order. No more blobs in a window than packs kept open,
-  // so a window's descriptors stay open until its blobs are read.
+  // writes the window before it, in order: one blob on one thread, else no more blobs than
+  // packs kept open, so that a window's descriptors stay open until its blobs are read.
   const auto workers = static_cast<std::size_t>(threads_);
-  const std::size_t size = std::min(2 * workers, kOpenPacks);
+  const std::size_t size = workers > 1 ? std::min(2 * workers, kOpenPacks) : 1;
   struct Slot {
     Located at;
     Result<std::vector<char>> raw = Error{"not read"};
@@ -436,20 +442,20 @@ Result<std::uint64_t> ChunkStore::extract_windowed(const std::vector<std::string
       window.push_back(Slot{std::move(*at)});
     }
     std::optional<Error> failed;
-    for_each_on_workers(window, workers, [](Slot& slot, std::size_t) {
-      slot.raw = read_located(slot.at);
-    }, [&] {
-      for (auto& slot : ready) {
-        if (!slot.raw) {
-          failed = Error{slot.raw.error()};
-          return;
-        }
-        if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
-          failed = Error{written.error()};
-          return;
-        }
-      }
-    });
+    for_each_on_workers(
+        window, workers, [](Slot& slot, std::size_t) { slot.raw = read_located(slot.at); },
+        [&] {
+          for (auto& slot : ready) {
+            if (!slot.raw) {
+              failed = Error{slot.raw.error()};
+              return;
+            }
+            if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
+              failed = Error{written.error()};
+              return;
+            }
+          }
+        });
     if (failed) return *failed;
     ready = std::move(window);
   }

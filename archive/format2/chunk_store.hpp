@@ -1,13 +1,15 @@
 // File contents in archive format 2 (FORMAT.md, "Format 2"): a file is cut into
 // content-defined chunks (chunker.hpp), each chunk stored once as a blob in this writer's
-// pack (pack.hpp) and found again through the catalog's blob index (catalog.hpp). A file
-// of any size passes through the reader's one buffer (two maximal chunks): with `threads` >
-// 1, a file of 4 MiB or more is worked on a window of up to 2 x threads chunks at a time,
-// cut in place in that buffer, whose chunks are hashed, then (those new to the archive)
-// compressed, by `threads` threads while the calling thread hashes the whole content; else
-// one chunk at a time and one compressed frame. Each window takes only as many threads as
-// there are cores nothing else wants at that moment (threads_for_window): two archivers
-// busy with large files on two cores run a thread each, not two each fighting for them.
+// pack (pack.hpp) and found again through the catalog's blob index (catalog.hpp). Every file
+// goes through one pipeline, a window of chunks at a time, in the reader's one buffer (two
+// maximal chunks): the window's chunks are cut in place there, hashed, and those new to the
+// archive compressed and appended to the pack, in order. A window is one chunk on the
+// calling thread; with `threads` > 1, a large file's (kLargeFile) is up to 2 x threads
+// chunks, hashed and compressed by `threads` threads while the calling thread hashes the
+// whole content. Each such window takes only as many threads as there are cores nothing
+// else wants at that moment (threads_for_window): two archivers busy with large files on two
+// cores run a thread each, not two each fighting for them. A content is read back the same
+// way: a window of blobs read on the threads while the calling thread writes the one before.
 // Internal to the archive library. One ChunkStore belongs to one thread at a time.
 #pragma once
 
@@ -22,12 +24,17 @@
 #include <utility>
 #include <vector>
 
+#include "archive/disk.hpp"
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/chunker.hpp"
-#include "archive/disk.hpp"
 #include "archive/format2/pack.hpp"
+#include "archive/sha256.hpp"
 
 namespace tw::archive {
+
+// A file this large is cut, hashed and compressed on several threads (the configuration's
+// "large file": CompressionOptions::threads).
+inline constexpr std::uint64_t kLargeFile = 4 << 20;
 
 // How many threads work on the next window of a large file: `threads` at most, fewer when
 // the runnable threads system-wide (the fourth field of /proc/loadavg, `loadavg`, which
@@ -102,20 +109,30 @@ class ChunkStore {
 
  private:
   class PriorCuts;
-  // A chunk of a window (store_windowed): its bytes (in the reader's buffer), its id, and
-  // its frame when new.
+  struct Pass;
+  // A chunk of a window: its bytes (in the reader's buffer), its id, and what is stored for
+  // it when it is new.
   struct WindowChunk {
+    WindowChunk(std::span<const std::uint8_t> cut, std::uint64_t at, std::size_t prior_piece)
+        : bytes(cut), offset(at), piece(prior_piece) {}
     std::span<const std::uint8_t> bytes;
-    std::string id;
     std::uint64_t offset = 0;  // in the file
     std::size_t piece = 0;     // the prior piece it was cut as, when it was (PriorCuts::kNone)
-    bool fresh = false;  // neither in the catalog, nor staged, nor earlier in the window
-    std::vector<char> frame;  // its zstd frame; empty when `bytes` are stored as they are
+    std::string id;
+    bool fresh = false;       // neither in the catalog, nor staged, nor earlier in the window
+    StoredBlob stored;        // its frame (in a compressor, or in `frame`), or `bytes` themselves
+    std::vector<char> frame;  // its frame when the compressor was needed again before it
     std::optional<Fault> fault;
-    StoredBlob stored() const {
-      if (!frame.empty()) return {frame, true};
-      return {{reinterpret_cast<const char*>(bytes.data()), bytes.size()}, false};
-    }
+  };
+  // How the next window of a file is cut and worked on (window_shape()).
+  struct WindowShape {
+    std::size_t workers = 1;  // threads hashing and compressing it, the caller's among them
+    std::size_t chunks = 1;   // at most this many
+    std::size_t bytes = 0;    // how far into the window a chunk but the first may begin
+    // The buffer it may take from where it begins (at least `bytes` and a maximal chunk):
+    // what the reader holds moves to the buffer's start when less is left.
+    std::size_t room = 0;
+    std::size_t read = 0;  // bytes asked of each read the cuts need
   };
   // Whether blob `id` is known already (staged in `batch` or in the catalog).
   Expected<bool> known(const std::string& id, const CatalogBatch& batch) const;
@@ -126,10 +143,12 @@ class ChunkStore {
   // blob of it is not found).
   PriorCuts prior_cuts(const PriorContent* prior, std::uint64_t expected_size,
                        const CatalogBatch& batch) const;
-  // store() for a large file with threads_ > 1.
-  Expected<ChunkedContent> store_windowed(int fd, std::uint64_t expected_size,
-                                          const std::string& shown, CatalogBatch& batch,
-                                          PriorCuts& cuts);
+  // The steps of store(), one window at a time, on window_.
+  WindowShape window_shape(bool large) const;
+  Done cut_window(Pass& pass, const WindowShape& shape);
+  void hash_window(Pass& pass, std::size_t workers);
+  bool drop_missed(PriorCuts& cuts);
+  Done store_window(Pass& pass, std::size_t workers);
   // Where blob `id` is, with its pack open (the descriptor stays open for kOpenPacks more
   // look-ups).
   struct Located {
@@ -140,10 +159,6 @@ class ChunkStore {
   Result<Located> locate(const std::string& id, const CatalogBatch* staged);
   // The blob's bytes (safe on any thread).
   static Result<std::vector<char>> read_located(const Located& at);
-  // extract() for a content of several chunks with threads_ > 1.
-  Result<std::uint64_t> extract_windowed(const std::vector<std::string>& chunks,
-                                         const std::string& sha256, ContentSink& sink,
-                                         const CatalogBatch* staged);
   // An open read descriptor of pack `name` (a few are kept open).
   Result<int> pack_fd(const std::string& name);
 
@@ -156,8 +171,13 @@ class ChunkStore {
   BlobCompressor compressor_;
   BlobCompressor small_compressor_;  // for files smaller than the smallest chunk
   int threads_;
-  std::vector<std::unique_ptr<BlobCompressor>> thread_compressors_;  // one per thread, made lazily
+  // The other threads' compressors (the calling thread's is compressor_), made lazily.
+  std::vector<std::unique_ptr<BlobCompressor>> thread_compressors_;
   ReadBuffer read_buffer_;  // the chunk reader's, kept between files
+  // Kept between windows and files, so that a small file allocates none of them again.
+  std::vector<WindowChunk> window_;
+  std::vector<WindowChunk*> fresh_;
+  Sha256 rewind_;  // the content's hash before the window, to go back to when a piece misses
   std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
 };
 

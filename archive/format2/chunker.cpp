@@ -61,11 +61,11 @@ std::string chunk_sizes_line(const ChunkSizes& sizes) {
   return fmt::format("chunks {} {} {}\n", sizes.min, sizes.avg, sizes.max);
 }
 
-Result<ChunkSizes> parse_chunk_sizes(std::string_view rest) {
+Expected<ChunkSizes> parse_chunk_sizes(std::string_view rest) {
   if (rest.empty()) return kFirstChunkSizes;
   const auto malformed = [&] {
-    return Error{fmt::format("expected 'chunks MIN AVG MAX' after the first line, found '{}'",
-                             shown_path(rest.substr(0, 60)))};
+    return permanent(fmt::format("expected 'chunks MIN AVG MAX' after the first line, found '{}'",
+                                 shown_path(rest.substr(0, 60))));
   };
   constexpr std::string_view kKey = "chunks";
   if (!rest.starts_with(kKey) || !rest.ends_with('\n')) return malformed();
@@ -80,7 +80,7 @@ Result<ChunkSizes> parse_chunk_sizes(std::string_view rest) {
   }
   if (!numbers.empty()) return malformed();
   const ChunkSizes sizes{.min = values[0], .avg = values[1], .max = values[2]};
-  if (!sizes.valid()) return Error{invalid(sizes)};
+  if (!sizes.valid()) return permanent(invalid(sizes));
   return sizes;
 }
 

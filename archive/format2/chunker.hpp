@@ -16,7 +16,6 @@
 
 #include "archive/expected.hpp"
 #include "common/buffer.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
@@ -41,9 +40,9 @@ inline constexpr ChunkSizes kFirstChunkSizes{.min = 256 << 10, .avg = 1 << 20, .
 std::string chunk_sizes_line(const ChunkSizes& sizes);
 
 // The sizes what follows format 2's first line in a FORMAT file names: kFirstChunkSizes
-// when it is empty, else one chunk_sizes_line of valid sizes (an error saying what is
-// wrong otherwise).
-Result<ChunkSizes> parse_chunk_sizes(std::string_view rest);
+// when it is empty, else one chunk_sizes_line of valid sizes (a PERMANENT fault saying what
+// is wrong otherwise).
+Expected<ChunkSizes> parse_chunk_sizes(std::string_view rest);
 
 class Chunker {
  public:
@@ -131,7 +130,7 @@ class ChunkReader {
   ReadBuffer& buffer_;
   std::size_t begin_ = 0;  // the next chunk starts here
   std::size_t end_ = 0;    // bytes read into buffer_
-  std::uint64_t size_;  // the file's size when opened, or kUnknownSize
+  std::uint64_t size_;     // the file's size when opened, or kUnknownSize
   bool eof_ = false;
   std::uint64_t offset_ = 0;
 };

@@ -41,33 +41,29 @@ Format2Layout::Format2Layout(const std::string& root, OpenMode mode, const Store
 
 Format2Layout::~Format2Layout() = default;
 
-Result<std::unique_ptr<Format2Layout>> Format2Layout::open(const std::string& root, OpenMode mode,
-                                                           const StoreHooks& hooks,
-                                                           const CompressionOptions& compression,
-                                                           ChunkSizes sizes) {
+Expected<std::unique_ptr<Format2Layout>> Format2Layout::open(const std::string& root, OpenMode mode,
+                                                             const StoreHooks& hooks,
+                                                             const CompressionOptions& compression,
+                                                             ChunkSizes sizes) {
   auto layout = std::make_unique<Format2Layout>(root, mode, hooks);
-  if (auto opened = layout->open_parts(compression, sizes); !opened) return Error{opened.error()};
+  TRY(layout->open_parts(compression, sizes));
   return layout;
 }
 
-Status Format2Layout::open_parts(const CompressionOptions& compression, ChunkSizes sizes) {
+Done Format2Layout::open_parts(const CompressionOptions& compression, ChunkSizes sizes) {
   const std::string catalog_file = root_ + "/catalog.db";
   if (writable()) {
-    for (const char* dir : {"/tmp", "/packs"}) {
-      if (auto made = disk_.make_dir(root_ + dir); !made) return Error{made.fault().message};
-    }
+    for (const char* dir : {"/tmp", "/packs"}) TRY(disk_.make_dir(root_ + dir));
     // Made private before SQLite creates it (its journal and index files take its mode).
     UniqueFd made(
         ::open(catalog_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
-    auto locks = SlotLocks::open(disk_, root_);
-    if (!locks) return Error{locks.error()};
-    locks_ = std::move(*locks);
+    TRY_ASSIGN(locks_, SlotLocks::open(disk_, root_));
     // Writers set the catalog up one at a time.
-    if (auto locked = locks_.lock_setup(); !locked) return locked;
+    TRY(locks_.lock_setup());
   }
   auto opened = Catalog::open(catalog_file, mode_);
   if (writable()) locks_.unlock_setup();
-  if (!opened) return Error{opened.error()};
+  TRY(opened);
   catalog_.emplace(std::move(*opened));
   chunk_store_.emplace(disk_, root_ + "/packs", *catalog_, compression.level, sizes,
                        hooks_.cancelled, resolved_threads(compression.threads));
@@ -79,35 +75,38 @@ Status Format2Layout::open_parts(const CompressionOptions& compression, ChunkSiz
 
 // --- Reading ----------------------------------------------------------------------------
 
-Result<std::vector<Version>> Format2Layout::versions(std::string_view path) {
-  auto versions = catalog_->versions(path);
-  if (!versions) return versions;
-  for (auto& v : staged_.versions_of(path)) versions->push_back(std::move(v));
+// What the catalog and the chunk store read comes through TRY_ASSIGN: their failures are
+// the archive's (archive_fault, a RETRY).
+
+Expected<std::vector<Version>> Format2Layout::versions(std::string_view path) {
+  TRY_ASSIGN(std::vector<Version> versions, catalog_->versions(path));
+  for (auto& v : staged_.versions_of(path)) versions.push_back(std::move(v));
   return versions;
 }
 
-Result<std::vector<std::string>> Format2Layout::children(std::string_view dir) {
-  auto children = catalog_->children(dir);
-  if (!children) return children;
-  for (auto& p : staged_within(dir, true)) children->push_back(std::move(p));
-  return sorted_once(std::move(*children));
+Expected<std::vector<std::string>> Format2Layout::children(std::string_view dir) {
+  TRY_ASSIGN(std::vector<std::string> children, catalog_->children(dir));
+  for (auto& p : staged_within(dir, true)) children.push_back(std::move(p));
+  return sorted_once(std::move(children));
 }
 
-Result<std::vector<std::string>> Format2Layout::paths_within(std::string_view dir,
-                                                             std::uint64_t* unreachable) {
+Expected<std::vector<std::string>> Format2Layout::paths_within(std::string_view dir,
+                                                               std::uint64_t* unreachable) {
   if (unreachable != nullptr) *unreachable = 0;
-  auto paths = catalog_->paths_within(dir);
-  if (!paths) return paths;
-  for (auto& p : staged_within(dir, false)) paths->push_back(std::move(p));
-  return sorted_once(std::move(*paths));
+  TRY_ASSIGN(std::vector<std::string> paths, catalog_->paths_within(dir));
+  for (auto& p : staged_within(dir, false)) paths.push_back(std::move(p));
+  return sorted_once(std::move(paths));
 }
 
-Result<std::vector<std::string>> Format2Layout::archived_paths() {
-  return catalog_->archived_paths();
+Expected<std::vector<std::string>> Format2Layout::archived_paths() {
+  TRY_ASSIGN(std::vector<std::string> paths, catalog_->archived_paths());
+  return paths;
 }
 
-Result<std::uint64_t> Format2Layout::extract(const Version& v, int fd, bool sparse) {
-  return chunk_store_->extract(v.chunks, v.sha256, fd, sparse, &staged_);
+Expected<std::uint64_t> Format2Layout::extract(const Version& v, int fd, bool sparse) {
+  TRY_ASSIGN(const std::uint64_t written,
+             chunk_store_->extract(v.chunks, v.sha256, fd, sparse, &staged_));
+  return written;
 }
 
 std::vector<std::string> Format2Layout::staged_within(std::string_view dir, bool direct) const {
@@ -127,18 +126,16 @@ std::vector<std::string> Format2Layout::staged_within(std::string_view dir, bool
 
 Expected<std::optional<Version>> Format2Layout::latest(std::string_view path) {
   if (const Version* pending = staged_.latest(path)) return std::optional<Version>(*pending);
-  auto latest = catalog_->latest(path);
-  if (!latest) return archive_fault(latest.failure());
-  return std::move(*latest);
+  TRY_ASSIGN(std::optional<Version> latest, catalog_->latest(path));
+  return latest;
 }
 
 Expected<bool> Format2Layout::has_children(std::string_view path) {
   for (const auto staged_path : staged_.paths()) {
     if (staged_path != path && path_within(staged_path, path)) return true;
   }
-  auto any = catalog_->has_children(path);
-  if (!any) return archive_fault(any.failure());
-  return *any;
+  TRY_ASSIGN(const bool any, catalog_->has_children(path));
+  return any;
 }
 
 bool Format2Layout::content_available(const Version& v) const {
@@ -357,10 +354,11 @@ void Format2Layout::lose_after(const Fault& fault) {
   open_lost_ = fault;
 }
 
-Result<bool> Format2Layout::fold_journal() {
+Expected<bool> Format2Layout::fold_journal() {
   if (!writable()) return true;
   if (!closed_.empty()) return false;  // groups under way: a quiet archive later
-  return catalog_->fold_journal(kFoldWait);
+  TRY_ASSIGN(const bool folded, catalog_->fold_journal(kFoldWait));
+  return folded;
 }
 
 }  // namespace tw::archive

@@ -33,10 +33,10 @@ class Format2Layout final : public WritableLayout {
  public:
   // Opens format 2's catalog, chunk store and locks under `root` (creating them when
   // `mode` is ReadWrite), cutting files at `sizes` (those the FORMAT file names).
-  static Result<std::unique_ptr<Format2Layout>> open(const std::string& root, OpenMode mode,
-                                                     const StoreHooks& hooks,
-                                                     const CompressionOptions& compression,
-                                                     ChunkSizes sizes);
+  static Expected<std::unique_ptr<Format2Layout>> open(const std::string& root, OpenMode mode,
+                                                       const StoreHooks& hooks,
+                                                       const CompressionOptions& compression,
+                                                       ChunkSizes sizes);
   Format2Layout(const std::string& root, OpenMode mode, const StoreHooks& hooks);
   ~Format2Layout() override;
 
@@ -45,12 +45,12 @@ class Format2Layout final : public WritableLayout {
 
   // Layout
   ArchiveFormat format() const override { return ArchiveFormat::V2; }
-  Result<std::vector<Version>> versions(std::string_view path) override;
-  Result<std::vector<std::string>> children(std::string_view dir) override;
-  Result<std::vector<std::string>> paths_within(std::string_view dir,
-                                                std::uint64_t* unreachable) override;
-  Result<std::vector<std::string>> archived_paths() override;
-  Result<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
+  Expected<std::vector<Version>> versions(std::string_view path) override;
+  Expected<std::vector<std::string>> children(std::string_view dir) override;
+  Expected<std::vector<std::string>> paths_within(std::string_view dir,
+                                                  std::uint64_t* unreachable) override;
+  Expected<std::vector<std::string>> archived_paths() override;
+  Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
   std::vector<std::string> content_ids(const Version& v) const override { return v.chunks; }
   void verify_storage(ContentUsers users, VerifyReport& report,
                       const std::function<void(std::string_view)>& progress) override;
@@ -72,7 +72,7 @@ class Format2Layout final : public WritableLayout {
   Done flush() override;
   std::size_t staged_versions() const override { return staged_.version_count(); }
   std::uint64_t staged_bytes() const override { return staged_.blob_bytes(group_opened_); }
-  Result<bool> fold_journal() override;
+  Expected<bool> fold_journal() override;
 
  private:
   // A closed group: its versions and blobs are those of `staged_` before `end`, committed
@@ -89,7 +89,7 @@ class Format2Layout final : public WritableLayout {
 
   bool writable() const { return mode_ == OpenMode::ReadWrite; }
   bool cancelled() const { return hooks_.cancelled && hooks_.cancelled(); }
-  Status open_parts(const CompressionOptions& compression, ChunkSizes sizes);
+  Done open_parts(const CompressionOptions& compression, ChunkSizes sizes);
   // The staged paths within `dir`, with their ancestors below it (`direct`: only those
   // directly beneath it; else `dir` too when any). Unsorted, repeats possible.
   std::vector<std::string> staged_within(std::string_view dir, bool direct) const;

@@ -277,22 +277,23 @@ Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string
   return raw;
 }
 
-Result<std::uint64_t> scan_pack(int pack_fd, const std::function<void(const BlobHeader&)>& visit) {
+Expected<std::uint64_t> scan_pack(int pack_fd,
+                                  const std::function<void(const BlobHeader&)>& visit) {
   struct stat st {};
-  if (::fstat(pack_fd, &st) != 0) return Error{fmt::format("stat: {}", std::strerror(errno))};
+  if (::fstat(pack_fd, &st) != 0) return retry(fmt::format("stat: {}", std::strerror(errno)));
   const auto size = static_cast<std::uint64_t>(st.st_size);
   char magic[kPackMagic.size()];
   const long got = pread_full(pack_fd, magic, sizeof magic, 0);
-  if (got < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-got)))};
+  if (got < 0) return retry(fmt::format("read error: {}", std::strerror(static_cast<int>(-got))));
   const std::string_view found(magic, static_cast<std::size_t>(std::max(got, 0L)));
-  if (found != kPackMagic && found != kPackMagicV2) return Error{"not a pack (no header)"};
+  if (found != kPackMagic && found != kPackMagicV2) return retry("not a pack (no header)");
   // Every record of a pack has the header version of the pack's own.
   const std::size_t header_size = found == kPackMagic ? kBlobHeaderSize : kBlobHeaderSizeV2;
   std::uint64_t at = kPackMagic.size();
   char bytes[kBlobHeaderSizeV2];
   while (at + header_size <= size) {
     const long n = pread_full(pack_fd, bytes, header_size, at);
-    if (n < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-n)))};
+    if (n < 0) return retry(fmt::format("read error: {}", std::strerror(static_cast<int>(-n))));
     if (static_cast<std::size_t>(n) < header_size) break;
     const auto header = decode_blob_header(std::span<const char>(bytes, header_size), at);
     // A torn tail, or a record not of the pack's version: the walk ends there.

@@ -152,14 +152,15 @@ class PackWriter {
 // Reads the blob at `ref` from an open pack (either record version): checks its header
 // against `id` and `ref`, decompresses the frame and, unless the caller checks the content
 // otherwise (`rehash` false: restore hashes whole files), re-hashes it. Errors name what is
-// wrong (missing, truncated, corrupt, checksum mismatch).
+// wrong (missing, truncated, corrupt, checksum mismatch). A Result, as the chunk store that
+// reads content through it returns.
 Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
                                     bool rehash = true);
 
 // Walks a pack from its start, calling `visit` for each whole blob record,
 // without reading the frames. Returns the offset where whole records end: the
 // file's size, or less when a writer died mid-append (a torn tail: never
-// referenced, harmless). Fails when the file is not a pack.
-Result<std::uint64_t> scan_pack(int pack_fd, const std::function<void(const BlobHeader&)>& visit);
+// referenced, harmless). Fails (RETRY) when the file is not a pack or cannot be read.
+Expected<std::uint64_t> scan_pack(int pack_fd, const std::function<void(const BlobHeader&)>& visit);
 
 }  // namespace tw::archive

@@ -32,35 +32,35 @@ struct flock slot_range(short type, off_t slot) {
   return range;
 }
 
-Error open_error(const std::string& file) {
-  return Error{fmt::format("cannot open {}: {}", shown_path(file), std::strerror(errno))};
+Fault open_fault(const std::string& file) {
+  return retry(fmt::format("cannot open {}: {}", shown_path(file), std::strerror(errno)));
 }
 
 }  // namespace
 
-Result<SlotLocks> SlotLocks::open(DiskWriter& disk, const std::string& root) {
+Expected<SlotLocks> SlotLocks::open(DiskWriter& disk, const std::string& root) {
   SlotLocks out;
   const std::string file = root + "/locks";
   out.locks_.reset(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
-  if (!out.locks_) return open_error(file);
+  if (!out.locks_) return open_fault(file);
   // One file would do, but the kernel looks through every lock held on a file at each lock
   // and unlock, and two archivers in a group commit hold a few hundred.
   const std::string dir = root + "/slots";
-  if (auto made = disk.make_dir(dir); !made) return Error{made.fault().message};
+  TRY(disk.make_dir(dir));
   const UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-  if (!dir_fd) return open_error(dir);
+  if (!dir_fd) return open_fault(dir);
   for (std::size_t i = 0; i < kSlotFiles; ++i) {
     const std::string name = fmt::format("{:02x}", i);
     out.files_[i].reset(
         ::openat(dir_fd.get(), name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
-    if (!out.files_[i]) return open_error(dir + "/" + name);
+    if (!out.files_[i]) return open_fault(dir + "/" + name);
   }
   return out;
 }
 
-Status SlotLocks::lock_setup() {
+Done SlotLocks::lock_setup() {
   while (::flock(locks_.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return Error{fmt::format("cannot lock locks: {}", std::strerror(errno))};
+    if (errno != EINTR) return retry(fmt::format("cannot lock locks: {}", std::strerror(errno)));
   }
   return Ok{};
 }

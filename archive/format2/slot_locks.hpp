@@ -16,8 +16,8 @@
 #include <string_view>
 
 #include "archive/disk.hpp"
+#include "archive/expected.hpp"
 #include "common/fd.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
@@ -29,13 +29,14 @@ class SlotLocks {
   SlotLocks(SlotLocks&&) noexcept = default;
   SlotLocks& operator=(SlotLocks&&) noexcept = default;
 
-  // Opens (creating them) the locks file and the slot files under `root`.
-  static Result<SlotLocks> open(DiskWriter& disk, const std::string& root);
+  // Opens (creating them) the locks file and the slot files under `root` (RETRY when it
+  // cannot).
+  static Expected<SlotLocks> open(DiskWriter& disk, const std::string& root);
   bool is_open() const { return static_cast<bool>(locks_); }
 
   // Holds the locks file's flock while the catalog is set up (two writers starting on a new
   // archive would race to switch it to WAL).
-  Status lock_setup();
+  Done lock_setup();
   void unlock_setup();
 
   // The slot of a path, and of a blob id (nullopt: too short an id).

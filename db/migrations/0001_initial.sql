@@ -1,5 +1,6 @@
 -- The master queue, the audit trail of batches, the live schedulers and the status view.
--- Paths are stored in the escaped form of DESIGN.md, so any Linux file name fits in text.
+-- Paths are stored escaped (ARCHITECTURE.md, "Path escaping"), so any Linux file name fits
+-- in text.
 
 CREATE TABLE timewarp.schedulers (
     id                     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -26,6 +26,7 @@ TW_DEB_PACKAGES=(
     libboost-dev libboost-filesystem-dev libcli11-dev libspdlog-dev libfmt-dev
     libzstd-dev libsqlite3-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev
     postgresql postgresql-client systemd
+    tzdata # the retention policy's calendar in a named time zone (retention_timezone)
     clang libclang-rt-dev # scripts/test's thread-safety stage (libFuzzer for its fuzz targets)
 )
 

@@ -1,14 +1,20 @@
-// The `timewarp versions/restore/verify` subcommands, parsed and run in-process against a
-// real archive.
+// The `timewarp versions/restore/verify/forget` subcommands, parsed and run in-process
+// against a real archive.
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
 #include <iostream>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
-#include "archive_test_util.hpp"
 #include "archive/store.hpp"
+#include "archive_test_util.hpp"
 #include "cli/archive_commands.hpp"
+#include "cli/retention_commands.hpp"
 #include "common/escape.hpp"
 
 namespace tw {
@@ -28,6 +34,7 @@ class ArchiveCommandsTest : public ::testing::Test {
     add_config_options(app, config);
     std::function<int()> work;
     add_archive_commands(app, config, work);
+    add_retention_commands(app, config, work);
     args.insert(args.begin(), "--backup-root=" + archive_);
     args.insert(args.begin(), "timewarp");
     std::vector<char*> argv;
@@ -50,6 +57,12 @@ class ArchiveCommandsTest : public ::testing::Test {
     auto store = archive::Store::open(archive_, archive::Store::Mode::ReadWrite);
     ASSERT_TRUE(store) << store.error();
     ASSERT_EQ(store->update(path).outcome, Outcome::Complete);
+  }
+
+  void archive_deletion(const std::string& path) {
+    auto store = archive::Store::open(archive_, archive::Store::Mode::ReadWrite);
+    ASSERT_TRUE(store) << store.error();
+    ASSERT_EQ(store->remove(path).outcome, Outcome::Complete);
   }
 
   archive::test::TempDir dir_;
@@ -130,6 +143,62 @@ TEST_F(ArchiveCommandsTest, VerifyExitCodeFollowsTheArchive) {
   EXPECT_EQ(run({"verify"}, &out), 1);
   EXPECT_NE(out.find("damaged"), std::string::npos) << out;
   EXPECT_NE(out.find(escape_bytes(dir_ / "src/f") + " v1"), std::string::npos) << out;
+}
+
+// forget --dry-run lists what the policy would remove and removes nothing. The policy's
+// choice of versions is tested in retention_test; here: the keys reach it, the clock can be
+// set with --now, and the list is exact in JSON (paths escaped) and for a person.
+TEST_F(ArchiveCommandsTest, ForgetDryRunListsWhatThePolicyWouldRemove) {
+  const std::string kept = dir_ / "src/kept\nfile";
+  const std::string gone = dir_ / "src/gone";
+  for (const char* content : {"one", "two", "three"}) {
+    write_file(kept, content);
+    archive_file(kept);
+  }
+  write_file(gone, "brief");
+  archive_file(gone);
+  ASSERT_EQ(::unlink(gone.c_str()), 0);
+  archive_deletion(gone);
+  // A day later, with nothing but the last hour kept: every version but the latest of a
+  // live path goes, and the deleted path whole.
+  const std::vector<std::string> nothing_old = {"--keep-hourly=0", "--keep-daily=0",
+                                                "--keep-weekly=0", "--retention-timezone=UTC"};
+  std::vector<std::string> args = {"forget", "--dry-run", "--json",
+                                   "--now=@" + std::to_string(std::time(nullptr) + 86400)};
+  args.insert(args.end(), nothing_old.begin(), nothing_old.end());
+  std::string out;
+  std::string err;
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  const auto json = nlohmann::json::parse(out);
+  std::vector<std::pair<std::string, std::uint64_t>> removed;
+  for (const auto& r : json["remove"]) removed.emplace_back(r["path"], r["version"]);
+  const std::vector<std::pair<std::string, std::uint64_t>> expected = {{escape_bytes(gone), 1},
+                                                                       {escape_bytes(gone), 2},
+                                                                       {escape_bytes(kept), 1},
+                                                                       {escape_bytes(kept), 2}};
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, expected);
+  EXPECT_EQ(json["versions"], 5);
+  EXPECT_EQ(json["paths_removed_whole"], 1);
+  EXPECT_EQ(json["content_bytes_removed"], 3 + 3 + 5);
+  // Now, with the default policy, everything is recent: nothing would go.
+  ASSERT_EQ(run({"forget", "--dry-run"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("would remove 0 of 5 versions"), std::string::npos) << out;
+  // Nothing was removed by either run, and forget without --dry-run refuses.
+  ASSERT_EQ(run({"versions", kept}, &out, &err), 0) << err;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);
+  EXPECT_EQ(run({"forget"}, &out, &err), 2);
+  EXPECT_NE(err.find("--dry-run"), std::string::npos) << err;
+}
+
+TEST_F(ArchiveCommandsTest, ForgetNamesTheKeyOfAnUnknownTimeZone) {
+  write_file(dir_ / "src/a", "a");
+  archive_file(dir_ / "src/a");
+  std::string out;
+  std::string err;
+  EXPECT_EQ(run({"forget", "--dry-run", "--retention-timezone=Mars/Olympus"}, &out, &err), 2);
+  EXPECT_NE(err.find("retention_timezone"), std::string::npos) << err;
+  EXPECT_NE(err.find("Mars/Olympus"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -168,7 +168,7 @@ ArchiverProcess::ArchiverProcess(const Options& options) {
   if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe failed");
   }
-  std::vector<std::string> argv_strings{archiver_exe()};
+  std::vector<std::string> argv_strings{options.exe.empty() ? archiver_exe() : options.exe};
   argv_strings.insert(argv_strings.end(), options.args.begin(), options.args.end());
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());

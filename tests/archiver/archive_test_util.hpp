@@ -52,6 +52,7 @@ class ArchiverProcess {
     std::vector<std::string> args;
     std::vector<std::pair<std::string, std::string>> env;
     std::optional<uid_t> run_as;  // setgid/setuid to this id (for permission tests as root)
+    std::string exe = {};         // the program run; empty: archiver_exe()
   };
   explicit ArchiverProcess(const Options& options);
   ArchiverProcess(const ArchiverProcess&) = delete;

@@ -3,17 +3,20 @@
 // other's commits, and the latest version is one look-up however long the history.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "archive_test_util.hpp"
 #include "archive/format2/catalog.hpp"
+#include "archive/format2/sqlite.hpp"
 #include "archive/sha256.hpp"
+#include "archive_test_util.hpp"
 
 namespace tw::archive {
 namespace {
@@ -230,6 +233,89 @@ TEST(Catalog, AReaderRefusesACatalogNotYetSetUpAndReadsItOnceItIs) {
   auto latest = reader->latest("/a");
   ASSERT_TRUE(latest) << latest.error();
   EXPECT_TRUE(*latest);
+}
+
+// A catalog whose schema is newer than this release reads is refused, by a reader and by a
+// writer, and left as it is.
+TEST(Catalog, ASchemaNewerThanThisReleaseIsRefusedAndLeftAsItIs) {
+  test::TempDir dir;
+  const std::string file = dir / "catalog.db";
+  { open_catalog(file); }
+  {
+    auto db = sqlite::Database::open(file, true);
+    ASSERT_TRUE(db) << db.error();
+    ASSERT_TRUE(db->exec("PRAGMA user_version = 4"));
+  }
+  for (const OpenMode mode : {OpenMode::ReadOnly, OpenMode::ReadWrite}) {
+    auto catalog = Catalog::open(file, mode);
+    ASSERT_FALSE(catalog);
+    EXPECT_NE(catalog.error().find("schema version 4, newer than this release reads (3)"),
+              std::string::npos)
+        << catalog.error();
+  }
+  auto db = sqlite::Database::open(file, false);
+  ASSERT_TRUE(db) << db.error();
+  auto version = db->user_version();
+  ASSERT_TRUE(version) << version.error();
+  EXPECT_EQ(*version, 4);
+}
+
+// The SQLite layer's write transaction is rolled back when it ends before its commit.
+TEST(Catalog, AWriteTransactionNotCommittedIsRolledBack) {
+  test::TempDir dir;
+  auto db = sqlite::Database::open(dir / "t.db", true);
+  ASSERT_TRUE(db) << db.error();
+  ASSERT_TRUE(db->exec("CREATE TABLE t(x INTEGER)"));
+  const auto rows = [&] {
+    auto s = db->statement("SELECT count(*) FROM t");
+    EXPECT_TRUE(s) << s.error();
+    EXPECT_EQ(sqlite3_step(*s), SQLITE_ROW);
+    return sqlite3_column_int(*s, 0);
+  };
+  {
+    auto transaction = sqlite::Transaction::begin(*db);
+    ASSERT_TRUE(transaction) << transaction.error();
+    ASSERT_TRUE(db->exec("INSERT INTO t VALUES (1)"));
+    EXPECT_EQ(rows(), 1);
+  }
+  EXPECT_EQ(rows(), 0);
+  {
+    auto transaction = sqlite::Transaction::begin(*db);
+    ASSERT_TRUE(transaction) << transaction.error();
+    ASSERT_TRUE(db->exec("INSERT INTO t VALUES (2)"));
+    ASSERT_TRUE(transaction->commit());
+  }
+  EXPECT_EQ(rows(), 1);
+}
+
+// fold_journal() answers false while another connection reads the catalog, once `wait` has
+// passed, and empties the journal once none does.
+TEST(Catalog, FoldingTheJournalWaitsForReadersNoLongerThanAsked) {
+  test::TempDir dir;
+  const std::string file = dir / "catalog.db";
+  Catalog catalog = open_catalog(file);
+  CatalogBatch batch;
+  batch.add_version("/a", file_version(1, "a"));
+  ASSERT_TRUE(catalog.commit(batch));
+  auto reader = sqlite::Database::open(file, false);
+  ASSERT_TRUE(reader) << reader.error();
+  {
+    auto s = reader->statement("SELECT number FROM versions");
+    ASSERT_TRUE(s) << s.error();
+    ASSERT_EQ(sqlite3_step(*s), SQLITE_ROW);  // a read, open until `s` is reset
+    const auto start = std::chrono::steady_clock::now();
+    auto folded = catalog.fold_journal(std::chrono::milliseconds(100));
+    ASSERT_TRUE(folded) << folded.error();
+    EXPECT_FALSE(*folded);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  }
+  auto folded = catalog.fold_journal(std::chrono::milliseconds(100));
+  ASSERT_TRUE(folded) << folded.error();
+  EXPECT_TRUE(*folded);
+  struct stat st {};
+  ASSERT_EQ(::stat((file + "-wal").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(catalog.latest("/a")->value().number, 1u);
 }
 
 }  // namespace

@@ -30,14 +30,15 @@ std::string random_bytes(std::size_t n, std::uint32_t seed) {
   return out;
 }
 
-// A chunk store in a folder of its own (packs and catalog), at zstd level 1 and kSmall sizes.
+// A chunk store in a folder of its own (packs and catalog), at zstd level 1 and kSmall sizes
+// unless told others.
 struct Chunks {
-  explicit Chunks(int threads = 1) : disk(dir.path(), nullptr) {
+  explicit Chunks(int threads = 1, ChunkSizes sizes = kSmall) : disk(dir.path(), nullptr) {
     EXPECT_TRUE(disk.make_dir(dir / "packs"));
     auto opened = Catalog::open(dir / "catalog.db", OpenMode::ReadWrite);
     EXPECT_TRUE(opened) << opened.error();
     catalog.emplace(std::move(*opened));
-    store.emplace(disk, dir / "packs", *catalog, 1, kSmall, std::function<bool()>{}, threads);
+    store.emplace(disk, dir / "packs", *catalog, 1, sizes, std::function<bool()>{}, threads);
   }
   test::TempDir dir;
   DiskWriter disk;
@@ -167,6 +168,61 @@ TEST_F(ChunkStoreTest, ALargeFileOnSeveralThreadsIsStoredAsOnOne) {
     ASSERT_TRUE(repeat) << repeat.fault().message;
     EXPECT_EQ(repeat->bytes_added, 0u);
     EXPECT_EQ(repeat->chunks, one.chunks);
+  }
+}
+
+// Whatever the file's size and the threads, a file cut as one chunk is its own blob: the
+// blob's id is the content's digest. So it is also when a prior version's one piece is tried
+// there and misses: the file is then cut by content, as without the prior version.
+TEST_F(ChunkStoreTest, AFileOfOneChunkIsItsOwnBlobOnOneThreadAndOnSeveral) {
+  const ChunkSizes defaults;
+  // Zeros are never cut before the largest size: a large file (kLargeFile or more) of one
+  // chunk, which several threads work on.
+  const std::string zeros(kLargeFile + 1000, '\0');
+  ASSERT_LE(zeros.size(), defaults.max);
+  std::string prior = zeros;
+  prior.back() = '\1';  // one chunk too: the byte moves no cut before the end
+  for (const int threads : {1, 2}) {
+    Chunks store(threads, defaults);
+    for (const std::string& content : {random_bytes(1000, 91), zeros}) {
+      const ChunkedContent stored =
+          put_with(*store.store, *store.catalog, store.dir / "source", content, nullptr);
+      EXPECT_EQ(stored.sha256, sha256_hex(content)) << threads;
+      EXPECT_EQ(stored.chunks, std::vector<std::string>{stored.sha256}) << threads;
+    }
+    const ChunkedContent before =
+        put_with(*store.store, *store.catalog, store.dir / "source", prior, nullptr);
+    ASSERT_EQ(before.chunks.size(), 1u);
+    const std::string edited = std::string(1, '\1') + zeros.substr(1);
+    const ChunkedContent after =
+        put_with(*store.store, *store.catalog, store.dir / "source", edited, &before);
+    EXPECT_EQ(after.sha256, sha256_hex(edited)) << threads;
+    EXPECT_EQ(after.chunks, std::vector<std::string>{after.sha256}) << threads;
+  }
+}
+
+// A blob that cannot be read is named, on one thread (a window of one blob) and on several
+// (windows of several, read while the one before is written).
+TEST_F(ChunkStoreTest, ADamagedBlobIsNamedOnOneThreadAndOnSeveral) {
+  const std::string content = random_bytes(300 << 10, 92);
+  for (const int threads : {1, 2, 3}) {
+    Chunks store(threads);
+    const ChunkedContent stored =
+        put_with(*store.store, *store.catalog, store.dir / "source", content, nullptr);
+    ASSERT_GT(stored.chunks.size(), 8u) << "more blobs than one window holds";
+    const std::string& damaged = stored.chunks[stored.chunks.size() / 2];
+    auto ref = store.catalog->blob(damaged);
+    ASSERT_TRUE(ref && *ref);
+    {
+      UniqueFd pack(
+          ::open(pack_file(store.dir / "packs", (*ref)->pack).c_str(), O_WRONLY | O_CLOEXEC));
+      ASSERT_TRUE(pack);
+      ASSERT_EQ(::pwrite(pack.get(), "X", 1, static_cast<off_t>((*ref)->offset)), 1);
+    }
+    auto restored = store.store->extract(stored.chunks, stored.sha256, -1, false);
+    ASSERT_FALSE(restored) << threads;
+    EXPECT_NE(restored.error().find(damaged), std::string::npos) << restored.error();
+    EXPECT_NE(restored.error().find("not a blob header"), std::string::npos) << restored.error();
   }
 }
 

@@ -1,7 +1,10 @@
 // A real timewarp-archiver killed at every durable write step (and at random moments)
-// leaves an archive that verifies, and re-running the request stores the version once.
+// leaves an archive that verifies, and re-running the request stores the version once. The
+// kill at a chosen step is the hook of timewarp-hooked-archiver (the archiver's program
+// with ArchiverHooks, tests/support/hooked_archiver.cpp); every other run is the archiver.
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -9,9 +12,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "archive_test_util.hpp"
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
+#include "archive_test_util.hpp"
 #include "common/escape.hpp"
 
 namespace tw::archive {
@@ -23,14 +26,23 @@ using test::fields;
 using test::TempDir;
 using test::write_file;
 
+// The timewarp-hooked-archiver built with the tests (TW_HOOKED_ARCHIVER_EXE in the
+// environment names another build of it).
+std::string hooked_archiver_exe() {
+  const char* env = std::getenv("TW_HOOKED_ARCHIVER_EXE");
+  return env != nullptr && *env != '\0' ? env : TW_HOOKED_ARCHIVER_EXE;
+}
+
 class CrashTest : public ::testing::Test {
  protected:
   ArchiverProcess::Options options(long crash_at_step = 0) {
     ArchiverProcess::Options o;
     o.args = {"--backup-root=" + archive_, "--log-level=error"};
     o.args.insert(o.args.end(), extra_args_.begin(), extra_args_.end());
-    if (crash_at_step > 0)
+    if (crash_at_step > 0) {
+      o.exe = hooked_archiver_exe();
       o.env = {{"TIMEWARP_ARCHIVER_CRASH_AT_STEP", std::to_string(crash_at_step)}};
+    }
     return o;
   }
 
@@ -175,6 +187,10 @@ TEST_F(CrashTest, KillAtEveryWriteStepOfADirectoryMove) {
 
 TEST_F(CrashTest, KillAtRandomMomentsWhileArchivingLargeFiles) {
   extra_args_ = {"--compression-threads=2"};  // 6 MiB files: compressed by threads
+  // The archive exists before the first kill: a kill while it is being made leaves a
+  // catalog without tables until the next writer sets it up, which is
+  // KillAtEveryWriteStepOfCreatingTheArchive's case (checked after that next writer).
+  ASSERT_TRUE(Store::open(archive_, Store::Mode::ReadWrite));
   std::mt19937_64 random(20261122);
   const std::string path = dir_ / "src/large file";
   int killed_mid_request = 0;

@@ -360,7 +360,7 @@ TEST(ConfigKeys, NamesAndEnvironmentVariablesAreUnique) {
   }
 }
 
-// DESIGN.md, "Configuration": the TimeWarp names five keys stand for.
+// ARCHITECTURE.md, "Configuration": the five environment names the suite has always used.
 TEST(ConfigKeys, LegacyEnvironmentNames) {
   const std::map<std::string, std::string> legacy = {{"backup_root", "BACKUP_ROOT"},
                                                      {"source_dirs", "SOURCE_DIRS"},
@@ -472,7 +472,7 @@ TEST(ConfigKeys, ArchiversGetExactlyTheKeysMarkedForThem) {
   }
   EXPECT_TRUE(child.archiver_args.empty());
   EXPECT_TRUE(child.archiver_exe.empty());
-  // What the archiver acts on (archiver/main.cpp) is among them.
+  // What the archiver acts on (archiver/program.cpp) is among them.
   for (const char* flag : {"--backup-root", "--compression-level", "--compression-threads",
                            "--log-level", "--log-file"}) {
     EXPECT_TRUE(flags.count(flag)) << flag;

@@ -1,5 +1,6 @@
 // The fault switches of a convergence run and the injector that deals them at random
-// moments (DESIGN.md, "Convergence": events arrive late, twice, merged or out of order).
+// moments (ARCHITECTURE.md, "Convergence": events arrive late, twice, merged or out of
+// order).
 // Each fault has its own switch so a failing seed can be narrowed down; the injector draws
 // from its own random stream, so switching a fault off does not change the operations the
 // generator makes. Used from one thread.

@@ -1,5 +1,5 @@
-// One randomized convergence trial (DESIGN.md, "Convergence: requests reconcile, they do not
-// replay"): a seeded generator changes a source folder in bursts while the real monitor,
+// One randomized convergence trial (ARCHITECTURE.md, "Convergence": requests reconcile,
+// they do not replay): a seeded generator changes a source folder in bursts while the real monitor,
 // scheduler, archivers and PostgreSQL archive it and a fault injector strikes at random
 // moments. At several quiet moments (nothing being changed, the monitor's event window
 // passed, no NEW or DISPATCHED item, the running monitor's catch-up finished) the trial

@@ -1,5 +1,5 @@
-// The convergence promise under random operations and random faults (DESIGN.md,
-// "Convergence: requests reconcile, they do not replay"): a fixed set of seeds, each a
+// The convergence promise under random operations and random faults (ARCHITECTURE.md,
+// "Convergence": requests reconcile, they do not replay): a fixed set of seeds, each a
 // trial of tests/integration/convergence_harness.hpp against the real monitor, scheduler,
 // archivers and PostgreSQL. One seed runs without faults, so a failure there is the
 // product's handling of the operations alone; the others deal every fault. More seeds:

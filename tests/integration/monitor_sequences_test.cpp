@@ -1,7 +1,8 @@
 // Short sequences of file operations run back to back, inside one event window of the real
 // monitor (with the real scheduler, archivers and database): once the queue has drained,
 // `timewarp restore` of the whole source gives back exactly what is on disk - names, bytes,
-// types, modes, owners and the mtimes of files and directories (DESIGN.md, "Convergence").
+// types, modes, owners and the mtimes of files and directories (ARCHITECTURE.md,
+// "Convergence").
 // Each test is one pattern the event batching or the watcher once got wrong.
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // A request that fails once and is retried runs after newer changes to the same paths: the
 // real monitor, scheduler and archivers (behind timewarp-fault-archiver, which fails the
 // chosen item once) and PostgreSQL. A retried MOVE or DELETE must reconcile the archive
-// with the disk as it is when it runs, never replay the old edit (DESIGN.md,
+// with the disk as it is when it runs, never replay the old edit (ARCHITECTURE.md,
 // "Convergence"): once the queue has drained, restoring the source gives back the disk.
 #include <gtest/gtest.h>
 

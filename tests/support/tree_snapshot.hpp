@@ -1,4 +1,4 @@
-// A source tree as the convergence promise sees it (DESIGN.md, "Convergence"): every
+// A source tree as the convergence promise sees it (ARCHITECTURE.md, "Convergence"): every
 // entry's name, type, content, link target, mode, owner and mtime, for files, symlinks
 // and directories. Tests take one of the live tree at a quiet moment and one of a restore,
 // and compare them. Links are never followed; fifos, sockets and devices are left out (the

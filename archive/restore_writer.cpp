@@ -1,0 +1,260 @@
+// Restore's writing side (archive/restore_writer.hpp): versions placed below the
+// destination without following a link there.
+#include "archive/restore_writer.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "archive/paths.hpp"
+#include "common/escape.hpp"
+#include "common/paths.hpp"
+#include "common/time.hpp"
+
+namespace tw::archive {
+namespace {
+
+Fault sys_fault(std::string_view what, const std::string& target) {
+  return permanent(fmt::format("{} {}: {}", what, shown_path(target), std::strerror(errno)));
+}
+
+// Why `name` inside `dir_fd` could not be opened as a directory, for a message.
+std::string in_the_way(int dir_fd, const std::string& name, const std::string& where) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+    return fmt::format(
+        "{} is a symlink; restore never writes through a link (give the path without links, "
+        "as realpath prints it)",
+        where);
+  }
+  return fmt::format("{} is not a directory (a file is in the way)", where);
+}
+
+}  // namespace
+
+// --- One version ------------------------------------------------------------------------
+
+Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
+                     const std::string& target) {
+  struct stat existing {};
+  if (::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(existing.st_mode)) {
+      return permanent(fmt::format("{} exists and is a directory", shown_path(target)));
+    }
+    if (!options_.overwrite) {
+      return permanent(fmt::format("{} exists (use --force to overwrite)", shown_path(target)));
+    }
+  }
+  const std::string temp = fmt::format(".tw-restore-{}-{}", ::getpid(), ++counter_);
+  Defer cleanup([dir_fd, &temp] { ::unlinkat(dir_fd, temp.c_str(), 0); });
+  TRY(v.is_symlink() ? make_link(dir_fd, temp, v, target)
+                     : make_file(dir_fd, temp, v, target, cleanup));
+  int renamed = -1;
+  if (!options_.overwrite) {
+    renamed = ::renameat2(dir_fd, temp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
+    if (renamed != 0 && errno == EEXIST) {
+      return permanent(fmt::format("{} exists (use --force to overwrite)", shown_path(target)));
+    }
+  }
+  if (renamed != 0 && ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
+    return sys_fault("cannot rename into", target);
+  }
+  cleanup.dismiss();
+  if (v.is_symlink()) {
+    ++report_.symlinks;
+  } else {
+    ++report_.files;
+    report_.bytes += v.size;
+  }
+  return Ok{};
+}
+
+Done Restorer::make_link(int dir_fd, const std::string& temp, const Version& v,
+                         const std::string& target) {
+  if (::symlinkat(v.link_target.c_str(), dir_fd, temp.c_str()) != 0) {
+    return sys_fault("cannot create link", target);
+  }
+  if (options_.restore_owner) {
+    // Through a descriptor of the link just made: a name swapped meanwhile for a hard
+    // link to another file must not have that file change owner.
+    UniqueFd link(::openat(dir_fd, temp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    struct stat made {};
+    if (!link || ::fstat(link.get(), &made) != 0 || !S_ISLNK(made.st_mode)) {
+      return permanent(
+          fmt::format("{} was replaced while it was being restored", shown_path(target)));
+    }
+    if (::fchownat(link.get(), "", v.uid, v.gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+      return sys_fault("cannot set the owner of", target);
+    }
+  }
+  const struct timespec times[2] = {ns_timespec(v.mtime_ns), ns_timespec(v.mtime_ns)};
+  ::utimensat(dir_fd, temp.c_str(), times, AT_SYMLINK_NOFOLLOW);
+  return Ok{};
+}
+
+template <class Cleanup>
+Done Restorer::make_file(int dir_fd, const std::string& temp, const Version& v,
+                         const std::string& target, Cleanup& cleanup) {
+  UniqueFd fd(
+      ::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) {
+    cleanup.dismiss();
+    return sys_fault("cannot create", target);
+  }
+  auto written = layout_.extract(v, fd.get(), true);
+  if (!written) return in_context(shown_path(target), written.fault());
+  if (*written != v.size) {
+    return permanent(fmt::format("{}: content {} holds {} bytes, the version says {}",
+                                 shown_path(target), v.sha256, *written, v.size));
+  }
+  TRY(apply_metadata(fd.get(), v, target));
+  // One file alone is synced here; a tree once, at its end (syncfs), which for many small
+  // files costs one sync instead of one each.
+  if (sync_each_ && ::fsync(fd.get()) != 0) return sys_fault("cannot sync", target);
+  return Ok{};
+}
+
+Done Restorer::apply_metadata(int fd, const Version& v, const std::string& target) {
+  if (options_.restore_owner && ::fchown(fd, v.uid, v.gid) != 0) {
+    return sys_fault("cannot set the owner of", target);
+  }
+  if (::fchmod(fd, v.mode & 07777) != 0) return sys_fault("cannot set the mode of", target);
+  const struct timespec times[2] = {ns_timespec(v.mtime_ns), ns_timespec(v.mtime_ns)};
+  if (::futimens(fd, times) != 0) return sys_fault("cannot set the times of", target);
+  return Ok{};
+}
+
+// --- Directories below the destination --------------------------------------------------
+
+Expected<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, std::size_t count,
+                              bool create, const std::string& root_shown, bool* created_last) {
+  UniqueFd current(::openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!current) {
+    return permanent(fmt::format("cannot open {}: {}", root_shown, std::strerror(errno)));
+  }
+  std::string where = root_shown;
+  if (created_last != nullptr) *created_last = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    where += (where.empty() || where.back() != '/' ? "/" : "") + shown_path(parts[i]);
+    bool made = false;
+    if (create) {
+      if (::mkdirat(current.get(), parts[i].c_str(), 0777) == 0) {
+        made = true;
+      } else if (errno != EEXIST) {
+        return permanent(
+            fmt::format("cannot create directory {}: {}", where, std::strerror(errno)));
+      }
+    }
+    UniqueFd next(
+        ::openat(current.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) {
+      if (errno == ELOOP || errno == ENOTDIR)
+        return permanent(in_the_way(current.get(), parts[i], where));
+      return permanent(fmt::format("cannot open directory {}: {}", where, std::strerror(errno)));
+    }
+    if (created_last != nullptr && i + 1 == count) *created_last = made;
+    current = std::move(next);
+  }
+  return current;
+}
+
+Expected<UniqueFd> open_destination(const std::string& dest, bool create, bool* created) {
+  // Made absolute against the working directory (which has no links) and with "." and
+  // ".." taken lexically (absolute_path): every component must be a real directory anyway,
+  // so this is what the kernel would resolve.
+  std::vector<std::string> parts;
+  try {
+    parts = components_below(absolute_path(dest).native(), "/");
+  } catch (const std::filesystem::filesystem_error& e) {
+    return permanent(fmt::format("cannot read the working directory: {}", e.code().message()));
+  }
+  UniqueFd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return permanent(fmt::format("cannot open /: {}", std::strerror(errno)));
+  return open_below(root.get(), parts, parts.size(), create, "/", created);
+}
+
+// --- A tree -----------------------------------------------------------------------------
+
+TreeWriter::TreeWriter(Restorer& restorer, const RestoreOptions& options, int root_fd,
+                       std::string dest, RestoreReport& report)
+    : restorer_(restorer),
+      options_(options),
+      root_fd_(root_fd),
+      dest_(std::move(dest)),
+      root_shown_(shown_path(dest_)),
+      report_(report) {}
+
+void TreeWriter::write(const TreeEntry& entry, bool created_root) {
+  if (entry.parts.empty()) {  // the restored path itself, a directory version
+    if (created_root || options_.overwrite) directories_.push_back(&entry);
+    ++report_.directories;
+    return;
+  }
+  const int parent = parent_of(entry);
+  if (parent < 0) return;
+  const std::string& name = entry.parts.back();
+  if (!entry.version.is_directory()) {
+    if (auto placed = restorer_.place(parent, name, entry.version, target(entry)); !placed) {
+      report_.problems.push_back(placed.error());
+    }
+    return;
+  }
+  const bool made = ::mkdirat(parent, name.c_str(), 0700) == 0;
+  struct stat existing {};
+  if (!made &&
+      (errno != EEXIST || ::fstatat(parent, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
+       !S_ISDIR(existing.st_mode))) {
+    report_.problems.push_back(fmt::format(
+        "cannot create directory {}: a file or link is in the way", shown_path(target(entry))));
+    return;
+  }
+  if (made || options_.overwrite) directories_.push_back(&entry);
+  ++report_.directories;
+}
+
+void TreeWriter::finish_directories() {
+  for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
+    const TreeEntry& entry = **it;
+    auto fd = open_below(root_fd_, entry.parts, entry.parts.size(), false, root_shown_);
+    if (!fd) {
+      report_.problems.push_back(fd.error());
+      continue;
+    }
+    if (auto applied = restorer_.apply_metadata(fd->get(), entry.version, target(entry));
+        !applied) {
+      report_.problems.push_back(applied.error());
+    }
+  }
+}
+
+std::string TreeWriter::target(const TreeEntry& entry) const {
+  std::string out = dest_;
+  for (const auto& part : entry.parts) out += "/" + part;
+  return out;
+}
+
+int TreeWriter::parent_of(const TreeEntry& entry) {
+  if (open_parent_ && std::equal(open_parts_.begin(), open_parts_.end(), entry.parts.begin(),
+                                 entry.parts.end() - 1)) {
+    return open_parent_.get();
+  }
+  open_parent_.reset();
+  auto parent = open_below(root_fd_, entry.parts, entry.parts.size() - 1, true, root_shown_);
+  if (!parent) {
+    report_.problems.push_back(parent.error());
+    return -1;
+  }
+  open_parent_ = std::move(*parent);
+  open_parts_.assign(entry.parts.begin(), entry.parts.end() - 1);
+  return open_parent_.get();
+}
+
+}  // namespace tw::archive

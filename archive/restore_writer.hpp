@@ -1,0 +1,97 @@
+// Restore's writing side (FORMAT.md, "Restore"): archived versions written below the
+// destination, always relative to an open directory descriptor and never following a
+// symlink below the destination root; restore.cpp decides which versions. Internal to the
+// archive library; one Restorer or TreeWriter belongs to one restore.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "archive/expected.hpp"
+#include "archive/layout.hpp"
+#include "archive/types.hpp"
+#include "common/fd.hpp"
+
+namespace tw::archive {
+
+// Places versions into directories, counting them in the report.
+class Restorer {
+ public:
+  Restorer(Layout& layout, const RestoreOptions& options, RestoreReport& report)
+      : layout_(layout), options_(options), report_(report) {}
+
+  void sync_each(bool on) { sync_each_ = on; }
+
+  // Places file or symlink version `v` as `name` inside `dir_fd`. `target` names it in
+  // messages.
+  Done place(int dir_fd, const std::string& name, const Version& v, const std::string& target);
+  // Gives the file or directory open as `fd` the owner (with restore_owner), mode and times
+  // of `v`.
+  Done apply_metadata(int fd, const Version& v, const std::string& target);
+
+ private:
+  // The link of version `v` as `temp` inside `dir_fd`, with its owner and times.
+  Done make_link(int dir_fd, const std::string& temp, const Version& v, const std::string& target);
+  // The file of version `v` as `temp` inside `dir_fd`: content, owner, mode, times (and
+  // synced when each file is). A `temp` that could not be made is not removed.
+  template <class Cleanup>
+  Done make_file(int dir_fd, const std::string& temp, const Version& v, const std::string& target,
+                 Cleanup& cleanup);
+
+  Layout& layout_;
+  bool sync_each_ = true;  // fsync each file placed (false: the caller syncs the tree)
+  const RestoreOptions& options_;
+  RestoreReport& report_;
+  std::uint64_t counter_ = 0;
+};
+
+// Opens (creating with `create`) the directories `parts[0..count)` below `root_fd`, never
+// following a symlink. A directory made here gets mode 0777 less the umask (as `mkdir -p`);
+// `*created_last`, when given, says whether the last one was made here.
+Expected<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, std::size_t count,
+                              bool create, const std::string& root_shown,
+                              bool* created_last = nullptr);
+
+// Opens directory `dest` for restoring into, without following a link in any component:
+// a link at or above the destination is refused, not resolved. Missing directories are
+// created when `create`; `*created` says whether `dest` itself was.
+Expected<UniqueFd> open_destination(const std::string& dest, bool create, bool* created);
+
+// An entry of a tree to restore: its components below the restored path, and its version.
+struct TreeEntry {
+  std::vector<std::string> parts;
+  Version version;
+};
+
+// Writes a tree's entries (sorted by components) below the open destination `root_fd`;
+// then applies the archived metadata of the directories it is to: those made here, and
+// with --force those that were already there (never those of an existing destination
+// otherwise). What fails is a problem of the report.
+class TreeWriter {
+ public:
+  TreeWriter(Restorer& restorer, const RestoreOptions& options, int root_fd, std::string dest,
+             RestoreReport& report);
+
+  void write(const TreeEntry& entry, bool created_root);
+  // Directory metadata last, deepest first, so restoring entries does not change it again.
+  void finish_directories();
+
+ private:
+  std::string target(const TreeEntry& entry) const;
+  // The folder `entry` goes into, kept open: entries are sorted, so most share it. -1 when
+  // it cannot be opened (a problem is recorded).
+  int parent_of(const TreeEntry& entry);
+
+  Restorer& restorer_;
+  const RestoreOptions& options_;
+  int root_fd_;
+  std::string dest_;
+  std::string root_shown_;
+  RestoreReport& report_;
+  std::vector<const TreeEntry*> directories_;
+  std::vector<std::string> open_parts_;
+  UniqueFd open_parent_;
+};
+
+}  // namespace tw::archive

@@ -1,0 +1,188 @@
+#include "archive/retention.hpp"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <climits>
+#include <ctime>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace tw::archive {
+namespace {
+
+constexpr std::int64_t kNsPerSecond = 1'000'000'000;
+
+// Calendar arithmetic in the local time zone through mktime, which normalises fields out
+// of range (a day 0, an hour -3) and, with tm_isdst = -1, finds whether summer time holds:
+// a boundary is the UTC instant at which the local clock read that time.
+std::int64_t local_instant(std::tm fields) {
+  fields.tm_isdst = -1;
+  const time_t t = ::mktime(&fields);
+  return static_cast<std::int64_t>(t) * kNsPerSecond;
+}
+
+std::tm local_fields(std::int64_t at_ns) {
+  // Floor division: an instant before the epoch still falls in the second that holds it.
+  time_t seconds = static_cast<time_t>(at_ns / kNsPerSecond);
+  if (at_ns % kNsPerSecond < 0) --seconds;
+  std::tm fields{};
+  ::localtime_r(&seconds, &fields);
+  return fields;
+}
+
+enum class Unit { Hour, Day, Week, Month, Year };
+
+// The `count` boundaries of `unit` at or before `now_ns`, newest first: the start of the
+// current hour (day, week, ...) and the `count - 1` before it.
+void add_boundaries(Unit unit, int count, std::int64_t now_ns, std::vector<std::int64_t>& out) {
+  if (count <= 0) return;
+  std::tm start = local_fields(now_ns);
+  start.tm_sec = 0;
+  start.tm_min = 0;
+  if (unit != Unit::Hour) start.tm_hour = 0;
+  if (unit == Unit::Week) start.tm_mday -= (start.tm_wday + 6) % 7;  // back to Monday
+  if (unit == Unit::Month || unit == Unit::Year) start.tm_mday = 1;
+  if (unit == Unit::Year) start.tm_mon = 0;
+  for (int i = 0; i < count; ++i) {
+    std::tm fields = start;
+    switch (unit) {
+      case Unit::Hour:
+        fields.tm_hour -= i;
+        break;
+      case Unit::Day:
+        fields.tm_mday -= i;
+        break;
+      case Unit::Week:
+        fields.tm_mday -= 7 * i;
+        break;
+      case Unit::Month:
+        fields.tm_mon -= i;
+        break;
+      case Unit::Year:
+        fields.tm_year -= i;
+        break;
+    }
+    out.push_back(local_instant(fields));
+  }
+}
+
+void sort_unique(std::vector<std::int64_t>& instants) {
+  std::sort(instants.begin(), instants.end());
+  instants.erase(std::unique(instants.begin(), instants.end()), instants.end());
+}
+
+}  // namespace
+
+RetentionPolicy retention_policy(const Config& config) {
+  RetentionPolicy policy;
+  policy.keep_within_ns = static_cast<std::int64_t>(config.keep_within * kNsPerSecond);
+  policy.keep_hourly = config.keep_hourly;
+  policy.keep_daily = config.keep_daily;
+  policy.keep_weekly = config.keep_weekly;
+  policy.keep_monthly = config.keep_monthly;
+  policy.keep_yearly = config.keep_yearly;
+  return policy;
+}
+
+Done use_time_zone(const std::string& zone) {
+  if (zone.empty()) return Ok{};
+  // glibc falls back to UTC, silently, for a zone it cannot find: look first. A name is
+  // a relative path below the zone folder, never one that climbs out of it.
+  const std::filesystem::path file = std::filesystem::path("/usr/share/zoneinfo") / zone;
+  std::error_code error;
+  if (zone.front() == '/' || zone.find("..") != std::string::npos ||
+      !std::filesystem::is_regular_file(file, error)) {
+    return permanent(fmt::format(
+        "retention_timezone: no time zone named '{}' (a name under /usr/share/zoneinfo, such "
+        "as Europe/Berlin or UTC)",
+        zone));
+  }
+  ::setenv("TZ", zone.c_str(), 1);
+  ::tzset();
+  return Ok{};
+}
+
+bool KeptMoments::meets(std::int64_t begin_ns, std::int64_t end_ns) const {
+  if (begin_ns >= end_ns) return false;
+  if (!from_ns || end_ns > *from_ns) return true;
+  auto first = std::lower_bound(instants.begin(), instants.end(), begin_ns);
+  return first != instants.end() && *first < end_ns;
+}
+
+std::optional<std::int64_t> KeptMoments::kept_before(std::int64_t at_ns) const {
+  if (contains(at_ns)) return at_ns;
+  auto above = std::lower_bound(instants.begin(), instants.end(), at_ns);
+  if (above == instants.begin()) return std::nullopt;
+  return *std::prev(above);
+}
+
+std::optional<std::int64_t> KeptMoments::kept_after(std::int64_t at_ns) const {
+  if (contains(at_ns)) return at_ns;
+  auto above = std::upper_bound(instants.begin(), instants.end(), at_ns);
+  return above != instants.end() ? *above : *from_ns;
+}
+
+KeptMoments KeptMoments::intersect(const KeptMoments& other) const {
+  if (!from_ns) return other;
+  if (!other.from_ns) return *this;
+  KeptMoments both;
+  both.from_ns = std::max(*from_ns, *other.from_ns);
+  for (const auto at : instants) {
+    if (at < *both.from_ns && other.contains(at)) both.instants.push_back(at);
+  }
+  for (const auto at : other.instants) {
+    if (at < *both.from_ns && contains(at)) both.instants.push_back(at);
+  }
+  sort_unique(both.instants);
+  return both;
+}
+
+KeptMoments KeptMoments::with(const std::vector<std::int64_t>& pinned) const {
+  if (!from_ns) return *this;
+  KeptMoments more = *this;
+  for (const auto at : pinned) {
+    if (at < *from_ns) more.instants.push_back(at);
+  }
+  sort_unique(more.instants);
+  return more;
+}
+
+KeptMoments kept_moments(const RetentionPolicy& policy, std::int64_t now_ns) {
+  KeptMoments kept;
+  // The window reaches back keep_within from now, and never past now itself: the latest
+  // moment is always kept.
+  kept.from_ns = now_ns - std::max<std::int64_t>(policy.keep_within_ns, 0);
+  add_boundaries(Unit::Hour, policy.keep_hourly, now_ns, kept.instants);
+  add_boundaries(Unit::Day, policy.keep_daily, now_ns, kept.instants);
+  add_boundaries(Unit::Week, policy.keep_weekly, now_ns, kept.instants);
+  add_boundaries(Unit::Month, policy.keep_monthly, now_ns, kept.instants);
+  add_boundaries(Unit::Year, policy.keep_yearly, now_ns, kept.instants);
+  std::erase_if(kept.instants, [&](std::int64_t at) { return at >= *kept.from_ns; });
+  sort_unique(kept.instants);
+  return kept;
+}
+
+std::vector<bool> kept_versions(const std::vector<Version>& history, const KeptMoments& kept,
+                                const std::set<std::uint64_t>& pinned) {
+  std::vector<bool> keep(history.size(), false);
+  const Version* last_kept = nullptr;
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Version& v = history[i];
+    const bool latest = i + 1 == history.size();
+    const std::int64_t end = latest ? INT64_MAX : history[i + 1].archived_at_ns;
+    bool wanted = latest || kept.meets(v.archived_at_ns, end);
+    // A tombstone only ends the span of a live version kept before it; with none, every
+    // kept instant it meets finds the path absent without it.
+    if (!v.exists()) wanted = wanted && last_kept != nullptr && last_kept->exists();
+    if (wanted || pinned.contains(v.number)) {
+      keep[i] = true;
+      last_kept = &v;
+    }
+  }
+  return keep;
+}
+
+}  // namespace tw::archive

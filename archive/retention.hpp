@@ -1,0 +1,83 @@
+// Retention: which moments of the archive a policy keeps, and so which versions it keeps.
+//
+// What is kept is defined by moments, not by counts of versions: a policy names instants
+// (every instant of the last hour, each full hour of the last day, each midnight of the
+// last 30 days, ...), and a version is kept when it was its path's state at one of them,
+// that is when the span from its archiving to the next version's meets a kept instant.
+// `restore --at T` for a kept instant T therefore finds, for every path, the very version
+// it found before anything was removed: the whole tree as it was at T. A path's latest
+// version is always kept (the archive's "now"), and so is a pinned one.
+//
+// The archive remembers what earlier runs kept (`KeptMoments`, stored in the catalog):
+// an instant thinned away once never comes back, so a later run keeps what both keep.
+// Calendar boundaries (full hours, midnights, Mondays, the first of a month or a year) are
+// those of the process's local time zone (`TZ`, else /etc/localtime); the programs set
+// `TZ` from the `retention_timezone` key before anything reads the clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "archive/expected.hpp"
+#include "archive/types.hpp"
+#include "common/config.hpp"
+
+namespace tw::archive {
+
+// The policy, in restic's vocabulary. Counts are of calendar boundaries back from now,
+// the current one included (keep_daily 30: today's midnight and the 29 before it).
+struct RetentionPolicy {
+  std::int64_t keep_within_ns = 3600LL * 1'000'000'000;  // every instant this recent
+  int keep_hourly = 24;
+  int keep_daily = 30;
+  int keep_weekly = 52;  // Mondays at midnight
+  int keep_monthly = 0;  // the first of the month at midnight
+  int keep_yearly = 0;   // the first of January at midnight
+};
+
+// The policy of the configuration's keep_* keys.
+RetentionPolicy retention_policy(const Config& config);
+
+// Makes `zone` (a name under /usr/share/zoneinfo; empty: leave the process's zone as it is)
+// the zone of the retention calendar: sets TZ for this process. Call before any thread
+// starts. A zone that does not exist is refused, naming the retention_timezone key.
+Done use_time_zone(const std::string& zone);
+
+// A set of instants: a list of single instants, and every instant from `from_ns` on (all
+// that is after the last run, and its keep_within window). Empty `from_ns`: nothing was
+// ever thinned, every instant is kept.
+struct KeptMoments {
+  std::vector<std::int64_t> instants;  // sorted, unique, all before from_ns
+  std::optional<std::int64_t> from_ns;
+
+  // Whether some kept instant lies in [begin, end).
+  bool meets(std::int64_t begin_ns, std::int64_t end_ns) const;
+  // Whether the instant itself is kept.
+  bool contains(std::int64_t at_ns) const { return meets(at_ns, at_ns + 1); }
+  // The kept instants nearest to `at_ns` at or below it and at or above it (for a thinned
+  // instant's message); the one above may be from_ns itself.
+  std::optional<std::int64_t> kept_before(std::int64_t at_ns) const;
+  std::optional<std::int64_t> kept_after(std::int64_t at_ns) const;
+
+  // What this set and `other` both keep.
+  KeptMoments intersect(const KeptMoments& other) const;
+  // The same set with `pinned` instants added (a pinned moment is never thinned).
+  KeptMoments with(const std::vector<std::int64_t>& pinned) const;
+};
+
+// The instants `policy` keeps at `now_ns`: the calendar boundaries of its counts, in the
+// local time zone, and every instant from now - keep_within on.
+KeptMoments kept_moments(const RetentionPolicy& policy, std::int64_t now_ns);
+
+// Which versions of one path's history (oldest first) `kept` keeps: a version whose span
+// [archived_at, next's archived_at) meets a kept instant, the latest, and a pinned one
+// (`pinned` holds version numbers). A tombstone is kept only after a kept version it
+// ends: a history whose kept versions would all be tombstones is dropped whole (no kept
+// instant sees the path). Returns one flag per version.
+std::vector<bool> kept_versions(const std::vector<Version>& history, const KeptMoments& kept,
+                                const std::set<std::uint64_t>& pinned = {});
+
+}  // namespace tw::archive
