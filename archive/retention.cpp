@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "common/time.hpp"
+
 namespace tw::archive {
 namespace {
-
-constexpr std::int64_t kNsPerSecond = 1'000'000'000;
 
 // Calendar arithmetic in the local time zone through mktime, which normalises fields out
 // of range (a day 0, an hour -3) and, with tm_isdst = -1, finds whether summer time holds:
@@ -25,9 +25,8 @@ std::int64_t local_instant(std::tm fields) {
 }
 
 std::tm local_fields(std::int64_t at_ns) {
-  // Floor division: an instant before the epoch still falls in the second that holds it.
-  time_t seconds = static_cast<time_t>(at_ns / kNsPerSecond);
-  if (at_ns % kNsPerSecond < 0) --seconds;
+  // The second that holds the instant, before the epoch too (ns_timespec floors).
+  const time_t seconds = ns_timespec(at_ns).tv_sec;
   std::tm fields{};
   ::localtime_r(&seconds, &fields);
   return fields;

@@ -57,14 +57,6 @@ Result<std::string> source_path(const ArchiveArgs& args) {
   return std::move(*normal);
 }
 
-ar::Expected<ar::Store> open_store(const Config& config) {
-  if (config.backup_root.empty()) {
-    return ar::permanent(
-        "backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)");
-  }
-  return ar::Store::open(config.backup_root, ar::Store::Mode::ReadOnly);
-}
-
 std::string version_line(const ar::Version& v, const std::string& path) {
   std::string line =
       fmt::format("{}\t{}\t{}\t{}\t{}\t{}", v.number, ar::format_time_ns(v.archived_at_ns),
@@ -160,6 +152,14 @@ int run_verify(const Config& config) {
 }
 
 }  // namespace
+
+archive::Expected<archive::Store> open_store(const Config& config) {
+  if (config.backup_root.empty()) {
+    return archive::permanent(
+        "backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)");
+  }
+  return archive::Store::open(config.backup_root, archive::Store::Mode::ReadOnly);
+}
 
 void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<ArchiveArgs>();

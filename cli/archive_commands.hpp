@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "archive/store.hpp"
 #include "common/config.hpp"
 
 namespace tw {
@@ -14,5 +15,9 @@ namespace tw {
 // to the work to do; `run()` returns the exit code (0 success, 1 failure or damage found,
 // 2 bad usage). `config` must outlive `run`.
 void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run);
+
+// The configuration's archive opened read only, as every archive subcommand reads it; a
+// missing backup_root is named with where to set it.
+archive::Expected<archive::Store> open_store(const Config& config);
 
 }  // namespace tw

@@ -17,6 +17,7 @@
 
 #include "archive/paths.hpp"
 #include "archive/store.hpp"
+#include "cli/archive_commands.hpp"
 #include "cli/check_walk.hpp"
 #include "common/escape.hpp"
 #include "common/filters.hpp"
@@ -193,10 +194,7 @@ bool unknown_anywhere(const archive::Store& store, const std::string& path) {
 int run_check(const Config& config, const CheckArgs& args) {
   auto plan = make_plan(config, args);
   if (!plan) return fail(plan.error(), 2);
-  if (config.backup_root.empty()) {
-    return fail("backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)", 2);
-  }
-  auto store = archive::Store::open(config.backup_root, archive::Store::Mode::ReadOnly);
+  auto store = open_store(config);
   if (!store) return fail(store.error(), 2);
   for (const auto& path : plan->paths) {
     if (unknown_anywhere(*store, path)) {

@@ -1,6 +1,5 @@
 #include "cli/retention_commands.hpp"
 
-#include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,8 +11,10 @@
 #include "archive/retention.hpp"
 #include "archive/store.hpp"
 #include "archive/timefmt.hpp"
+#include "cli/archive_commands.hpp"
 #include "common/escape.hpp"
 #include "common/protocol.hpp"
+#include "common/time.hpp"
 
 namespace tw {
 namespace {
@@ -128,21 +129,16 @@ int run_forget(const Config& config, const ForgetArgs& args) {
         "keeps every version",
         2);
   }
-  if (config.backup_root.empty()) {
-    return fail("backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)", 2);
-  }
   if (auto zone = ar::use_time_zone(config.retention_timezone); !zone) {
     return fail(zone.fault().message, 2);
   }
-  std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+  std::int64_t now_ns = tw::now_ns();
   if (!args.now.empty()) {
     auto parsed = ar::parse_time_ns(args.now);
     if (!parsed) return fail(fmt::format("--now: {}", parsed.error()), 2);
     now_ns = *parsed;
   }
-  auto store = ar::Store::open(config.backup_root, ar::Store::Mode::ReadOnly);
+  auto store = open_store(config);
   if (!store) return fail(store.error(), 2);
   auto plan = plan_forget(*store, ar::retention_policy(config), now_ns);
   if (!plan) return fail(plan.error(), 1);
