@@ -93,31 +93,31 @@ void Writeback::wrote(int fd, std::uint64_t end) {
   from_ = end;
 }
 
-Status ContentSink::write(std::string_view data) {
+Done ContentSink::write(std::string_view data) {
   sha_.update(data);
   total_ += data.size();
   if (fd_ < 0 || data.empty()) return Ok{};
   if (sparse_ && data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0) {
     if (::lseek(fd_, static_cast<off_t>(data.size()), SEEK_CUR) < 0) {
-      return Error{fmt::format("seek error: {}", std::strerror(errno))};
+      return retry(fmt::format("seek error: {}", std::strerror(errno)));
     }
     holes_ = true;
     return Ok{};
   }
   if (const int err = write_all(fd_, data.data(), data.size()); err != 0) {
-    return Error{fmt::format("write error: {}", std::strerror(err))};
+    return retry(fmt::format("write error: {}", std::strerror(err)));
   }
   writeback_.wrote(fd_, total_);
   return Ok{};
 }
 
-Result<std::uint64_t> ContentSink::finish(std::string_view sha256) {
+Expected<std::uint64_t> ContentSink::finish(std::string_view sha256) {
   if (holes_ && ::ftruncate(fd_, static_cast<off_t>(total_)) != 0) {
-    return Error{fmt::format("truncate error: {}", std::strerror(errno))};
+    return retry(fmt::format("truncate error: {}", std::strerror(errno)));
   }
   const std::string digest = sha_.hex_digest();
   if (digest != sha256) {
-    return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};
+    return retry(fmt::format("content checksum mismatch (content hashes to {})", digest));
   }
   return total_;
 }

@@ -16,7 +16,6 @@
 #include "archive/expected.hpp"
 #include "archive/sha256.hpp"
 #include "common/fd.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
@@ -48,15 +47,15 @@ int write_all(int fd, std::span<const char> first, std::span<const char> second)
 // hashed; written to `fd` unless it is -1; with `sparse`, a run of zeros is skipped with a
 // seek (a hole), and the file is truncated to its length at the end. Writeback of what is
 // written starts every 8 MiB (sync_file_range, a hint), so that the sync that makes a
-// restore durable waits for the last few MiB only. Its failures are Results, as the chunk
-// store that writes content through it returns; other callers give them an outcome.
+// restore durable waits for the last few MiB only. Its failures are RETRY faults in its own
+// words ("write error: ..."): the caller says what it was writing.
 class ContentSink {
  public:
   ContentSink(int fd, bool sparse) : fd_(fd), sparse_(sparse) {}
-  Status write(std::string_view data);
+  Done write(std::string_view data);
   // The bytes written, once the file has its length and the content hashes to `sha256`;
   // else the failure ("content checksum mismatch ...").
-  Result<std::uint64_t> finish(std::string_view sha256);
+  Expected<std::uint64_t> finish(std::string_view sha256);
 
  private:
   int fd_;

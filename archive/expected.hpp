@@ -45,24 +45,35 @@ class [[nodiscard]] Expected : public ValueOr<T, Fault> {
 
 using Done = Expected<Ok>;
 
-// An Error (a plain message, as the catalog and the file helpers give) as a Fault: the
-// archive could not be read or written, so the request may succeed later (RETRY).
-inline Fault archive_fault(const Error& error) { return retry("archive: " + error.message); }
+// The words before the message of a failure to read or write the archive.
+inline constexpr std::string_view kArchiveFaultPrefix = "archive: ";
 
-// The bridge from Result to Expected, which TRY and TRY_ASSIGN apply to what they return: a
-// Fault goes on as it is; an Error (from a part that still returns Result: the catalog, the
-// chunk store, the helpers of common/) becomes archive_fault(error), a RETRY, since such a
-// part failed to read or write the archive. Code that means another outcome for an Error
-// maps it by hand. Both macros belong in functions that return Expected.
-inline Fault as_fault(Fault fault) { return fault; }
-inline Fault as_fault(const Error& error) { return archive_fault(error); }
+// An Error (a plain message: the catalog's and the chunk store's words, where their
+// failures start) as a Fault: the archive could not be read or written, so the request
+// may succeed later (RETRY).
+inline Fault archive_fault(const Error& error) {
+  return retry(std::string(kArchiveFaultPrefix) + error.message);
+}
 
-// Returns the failure of `expr` (an Expected, or a Result through as_fault) from the
-// enclosing function.
-#define TRY(expr)                                                                  \
-  do {                                                                             \
-    auto&& tw_try_result_ = (expr);                                                \
-    if (!tw_try_result_) return ::tw::archive::as_fault(tw_try_result_.failure()); \
+// The message of an archive_fault without its prefix: the failure in the words of the part
+// that met it, for the callers that report it so (a catalog commit, a blob looked up while
+// content is stored, verify's findings).
+inline std::string unprefixed_message(const Fault& fault) {
+  const std::string_view message = fault.message;
+  return std::string(message.starts_with(kArchiveFaultPrefix)
+                         ? message.substr(kArchiveFaultPrefix.size())
+                         : message);
+}
+
+// TRY and TRY_ASSIGN take an Expected, in functions that return Expected: the Fault goes on
+// as it is. (A Result of common/ is no Expected: its caller gives its Error an outcome, with
+// archive_fault or by hand.)
+
+// Returns the failure of `expr` from the enclosing function.
+#define TRY(expr)                                         \
+  do {                                                    \
+    auto&& tw_try_result_ = (expr);                       \
+    if (!tw_try_result_) return tw_try_result_.failure(); \
   } while (false)
 
 #define TW_TRY_CONCAT2(a, b) a##b
@@ -70,9 +81,9 @@ inline Fault as_fault(const Error& error) { return archive_fault(error); }
 // `TRY_ASSIGN(auto x, f());` declares x as f()'s value, or returns f()'s failure (as TRY).
 #define TRY_ASSIGN(declaration, expr) \
   TW_TRY_ASSIGN_IMPL(TW_TRY_CONCAT(tw_try_assign_, __LINE__), declaration, expr)
-#define TW_TRY_ASSIGN_IMPL(temp, declaration, expr)                           \
-  auto temp = (expr);                                                         \
-  if (!temp) return ::tw::archive::as_fault(std::move(temp).failure_value()); \
+#define TW_TRY_ASSIGN_IMPL(temp, declaration, expr)  \
+  auto temp = (expr);                                \
+  if (!temp) return std::move(temp).failure_value(); \
   declaration = std::move(temp).value()
 
 // Runs a callable when the scope ends, unless dismissed: the one scope guard.

@@ -10,12 +10,14 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "archive/expected.hpp"
+#include "archive/retention.hpp"
 #include "archive/types.hpp"
 #include "common/protocol.hpp"
 
@@ -80,6 +82,15 @@ class Layout {
   // layout's own structure checked. Adds to `report`.
   virtual void verify_storage(ContentUsers users, VerifyReport& report,
                               const std::function<void(std::string_view)>& progress) = 0;
+  // The moments whose state the archive still holds whole (FORMAT.md, "Retention"): every
+  // one (no from_ns) until a forget first thins it.
+  virtual Expected<KeptMoments> kept_moments() = 0;
+  // How many versions of `path` retention removed (the gaps in its numbers, verify).
+  virtual Expected<std::uint64_t> forgotten(std::string_view path) = 0;
+  // The pinned version numbers of `path` (retention never removes them).
+  virtual Expected<std::set<std::uint64_t>> pinned(std::string_view path) = 0;
+  // The last collection that finished, if any.
+  virtual Expected<std::optional<CollectReport>> last_collection() = 0;
 };
 
 // What the layout that takes new versions can do besides: the requests' steps, and group
@@ -114,6 +125,16 @@ class WritableLayout : public Layout {
   virtual std::size_t staged_versions() const = 0;
   virtual std::uint64_t staged_bytes() const = 0;
   virtual Expected<bool> fold_journal() = 0;
+
+  // Retention (forget.hpp; FORMAT.md, "Retention"). Records what the archive keeps from
+  // now on; removes versions in one transaction: a pinned one stays, and the one that was
+  // latest stays unless it is still the latest and the whole history goes.
+  virtual Expected<KeptMoments> record_kept(const KeptMoments& kept) = 0;
+  virtual Done drop_versions(const std::vector<DroppedVersions>& dropped) = 0;
+  // Pins (or unpins) version `number` of `path`.
+  virtual Done set_pin(std::string_view path, std::uint64_t number, bool pinned) = 0;
+  // Frees what no version names (FORMAT.md, "Collection"), beside running writers.
+  virtual Expected<CollectReport> collect(const CollectOptions& options) = 0;
 };
 
 }  // namespace tw::archive

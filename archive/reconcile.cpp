@@ -85,7 +85,8 @@ Expected<std::uint64_t> Reconciler::append(const std::string& path,
                                            const std::optional<Version>& latest, Version v) {
   v.number = latest ? latest->number + 1 : 1;
   // Archive times never decrease along a history (a clock stepping back is clamped).
-  v.archived_at_ns = std::max(now_ns(), latest ? latest->archived_at_ns : INT64_MIN);
+  const std::int64_t now = hooks_.now ? hooks_.now() : now_ns();
+  v.archived_at_ns = std::max(now, latest ? latest->archived_at_ns : INT64_MIN);
   return layout_.commit(path, v);
 }
 

@@ -185,12 +185,29 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   return report;
 }
 
+// A restore at `at_ns` gives back the tree as it was only when retention kept that moment
+// (FORMAT.md, "Retention"): a thinned one is refused, naming the nearest kept moments.
+Done kept_moment(Layout& layout, std::int64_t at_ns) {
+  TRY_ASSIGN(const KeptMoments kept, layout.kept_moments());
+  if (kept.contains(at_ns)) return Ok{};
+  const auto before = kept.kept_before(at_ns);
+  const auto after = kept.kept_after(at_ns);
+  std::string nearest;
+  if (before) nearest = format_time_ns(*before);
+  if (after) nearest += (nearest.empty() ? "" : " or ") + format_time_ns(*after);
+  return permanent(fmt::format(
+      "the archive no longer holds the state at {}: the retention policy thinned that moment; "
+      "the nearest moments kept are {} (give one to --at)",
+      format_time_ns(at_ns), nearest.empty() ? "none" : nearest));
+}
+
 }  // namespace
 
 Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
                                          const RestoreOptions& options,
                                          const std::function<bool()>& cancelled) {
   TRY_ASSIGN(const std::string path, normalize_path(raw));
+  if (options.which.at_ns) TRY(kept_moment(layout, *options.which.at_ns));
   TRY_ASSIGN(const auto history, layout.versions(path));
   TRY_ASSIGN(const Chosen chosen, choose(path, history, options.which));
   std::uint64_t unreachable = 0;  // archived entries the layout cannot reach: damage

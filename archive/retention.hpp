@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -79,5 +80,23 @@ KeptMoments kept_moments(const RetentionPolicy& policy, std::int64_t now_ns);
 // instant sees the path). Returns one flag per version.
 std::vector<bool> kept_versions(const std::vector<Version>& history, const KeptMoments& kept,
                                 const std::set<std::uint64_t>& pinned = {});
+
+// How `forget` runs (forget.hpp; the facade's Store::forget).
+struct ForgetOptions {
+  bool dry_run = false;
+  // Called for each version that goes (or, in a dry run, would go), in path order.
+  std::function<void(const std::string& path, const Version& v)> on_removal;
+  // Polled between paths; true stops the run (what is removed so far stays removed).
+  std::function<bool()> cancelled;
+};
+
+struct ForgetReport {
+  KeptMoments kept;                 // what the archive keeps after this run
+  std::uint64_t paths = 0;          // paths with a history looked at
+  std::uint64_t versions = 0;       // their versions
+  std::uint64_t removed = 0;        // versions removed (or that would be)
+  std::uint64_t whole_paths = 0;    // paths whose whole history went
+  std::uint64_t content_bytes = 0;  // file bytes of the removed versions, before dedup
+};
 
 }  // namespace tw::archive

@@ -91,14 +91,12 @@ void Store::begin_group() {
   if (impl_->writer != nullptr) impl_->writer->begin_group();
 }
 
-void Store::close_group(std::function<void(const Status&)> on_durable) {
+void Store::close_group(std::function<void(const Done&)> on_durable) {
   if (impl_->writer == nullptr) {
     on_durable(Ok{});
     return;
   }
-  impl_->writer->close_group([on_durable = std::move(on_durable)](const Done& done) {
-    on_durable(done ? Status(Ok{}) : Status(Error{done.error()}));
-  });
+  impl_->writer->close_group(std::move(on_durable));
 }
 
 void Store::advance() {
@@ -109,10 +107,9 @@ int Store::group_fd() const { return impl_->writer != nullptr ? impl_->writer->g
 
 bool Store::syncing() const { return impl_->writer != nullptr && impl_->writer->syncing(); }
 
-Status Store::flush() {
+Done Store::flush() {
   if (impl_->writer == nullptr) return Ok{};
-  if (auto flushed = impl_->writer->flush(); !flushed) return Error{flushed.error()};
-  return Ok{};
+  return impl_->writer->flush();
 }
 
 Expected<bool> Store::fold_journal() {

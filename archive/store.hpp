@@ -7,15 +7,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "archive/expected.hpp"
+#include "archive/retention.hpp"
 #include "archive/types.hpp"
 #include "common/filters.hpp"
 #include "common/protocol.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
@@ -70,11 +72,11 @@ class Store {
   // every group after it not yet committed, are to be answered FAILED RETRY). Groups are
   // committed and their `on_durable` run in the order closed. A request answered COMPLETE
   // in a group may be reported as such only from its `on_durable`. Reads through this
-  // Store see every staged version. `on_durable` and flush() give a Status, the shape the
-  // archiver's group commit (archiver/group_commit.hpp) takes: a lost group is always
-  // answered FAILED RETRY, so its message is all they carry.
+  // Store see every staged version. `on_durable` and flush() give Done: Ok, or the Fault
+  // that lost the group, whose message the archiver's group commit
+  // (archiver/group_commit.hpp) answers a lost group's requests with (always FAILED RETRY).
   void begin_group();
-  void close_group(std::function<void(const Status&)> on_durable);
+  void close_group(std::function<void(const Done&)> on_durable);
   // Commits the closed groups whose pack is synced; call it when group_fd() is readable
   // and between requests.
   void advance();
@@ -86,7 +88,7 @@ class Store {
   bool syncing() const;
   // Closes the open group and waits until every group is committed, durable and its
   // `on_durable` run: Ok, or why the last group was lost.
-  Status flush();
+  Done flush();
   // How many versions wait to be committed, and the content bytes staged in the open group.
   std::size_t staged_versions() const;
   std::uint64_t staged_bytes() const;
@@ -110,6 +112,25 @@ class Store {
   // nothing could be restored; entries that failed inside a directory are listed in the
   // report's problems.
   Expected<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
+
+  // Retention (FORMAT.md, "Retention"; store_retention.cpp). forget() applies `policy` as
+  // of `now_ns`: the moments it keeps, and those every earlier run kept, are recorded, then
+  // every version no kept moment sees is removed (never a pinned one, nor the latest of a
+  // path that exists). plan_forget() says what forget() would remove, changing nothing.
+  // Format 1 and a read-only store refuse the changes, saying why.
+  Expected<ForgetReport> forget(const RetentionPolicy& policy, std::int64_t now_ns,
+                                const ForgetOptions& options);
+  Expected<ForgetReport> plan_forget(const RetentionPolicy& policy, std::int64_t now_ns,
+                                     const ForgetOptions& options) const;
+  // Pins (or unpins) version `number` of `path`: retention never removes a pinned version.
+  Done pin(std::string_view path, std::uint64_t number, bool pinned);
+  Expected<std::set<std::uint64_t>> pins(std::string_view path) const;
+  // The moments whose state the archive holds whole (every one until a forget thins them).
+  Expected<KeptMoments> kept_moments() const;
+  // Collection (FORMAT.md, "Collection"): frees the space of what no version names, beside
+  // archivers that keep writing; and the last one that finished.
+  Expected<CollectReport> collect(const CollectOptions& options);
+  Expected<std::optional<CollectReport>> last_collection() const;
 
   // Re-reads every object and history. `progress` (optional) receives a line now and then.
   VerifyReport verify(const std::function<void(std::string_view)>& progress = {}) const;

@@ -112,6 +112,9 @@ struct StoreHooks {
   // it returns true, that step fails (as an I/O error would) instead of being done. May be
   // called from the store's sync thread.
   std::function<bool(std::string_view step)> fail_write_step;
+  // The clock of archive times (ns since the epoch, UTC); unset: the system's. Tests move
+  // it over weeks to try retention without waiting for it.
+  std::function<std::int64_t()> now;
 };
 
 // How new content objects are compressed. Neither setting changes an object's name (the
@@ -123,6 +126,45 @@ struct CompressionOptions {
   int threads = 0;  // threads compressing one large file (4 MiB or more): 0 = one per
                     // online core, at most 4; 1 = only the caller's thread, which also
                     // compresses every smaller file
+};
+
+// Versions of one path that retention removes (forget.hpp): `numbers` sorted, all but the
+// latest (`latest`, the history's last number when it was read) unless the whole history
+// goes.
+struct DroppedVersions {
+  std::string path;
+  std::vector<std::uint64_t> numbers;
+  std::uint64_t latest = 0;
+};
+
+// How a collection runs (FORMAT.md, "Collection").
+struct CollectOptions {
+  // A pack is rewritten when at least this share of its bytes is dead (else only a dead
+  // tail is cut off): 0.2 copies at most 4 live bytes for each 1 freed.
+  double rewrite_share = 0.2;
+  // Collections in a row: the first condemns what no version names, the second removes
+  // it (a blob is removed by the collection after the one that condemned it).
+  int rounds = 2;
+  std::function<bool()> cancelled;  // polled between steps: stops the run
+  std::function<void(std::string_view)> progress;
+};
+
+// What one collection (or, summed, several) did.
+struct CollectReport {
+  std::int64_t collection = 0;  // its number in the catalog's log (the last one's)
+  std::int64_t started_ns = 0;
+  std::int64_t finished_ns = 0;
+  std::uint64_t blobs = 0;            // blobs in the catalog when it marked
+  std::uint64_t blobs_condemned = 0;  // newly unreferenced: removed next time unless named
+  std::uint64_t blobs_swept = 0;      // condemned earlier and still unreferenced: removed
+  std::uint64_t bytes_swept = 0;      // their stored bytes
+  std::uint64_t packs_deleted = 0;    // no committed blob lived in them
+  std::uint64_t packs_rewritten = 0;  // their live blobs copied to a new pack
+  std::uint64_t packs_truncated = 0;  // a dead tail cut off
+  std::uint64_t packs_busy = 0;       // open in a writer: left for a later collection
+  std::uint64_t bytes_copied = 0;     // live bytes the rewrites copied
+  std::uint64_t bytes_reclaimed = 0;  // pack bytes given back to the filesystem (net of copies)
+  std::uint64_t catalog_bytes_reclaimed = 0;  // the catalog file's shrinking
 };
 
 // The on-disk formats (archive/FORMAT.md). An archive keeps the format it was made in;
@@ -158,6 +200,7 @@ struct VerifyReport {
   std::uint64_t objects = 0;
   std::uint64_t histories = 0;
   std::uint64_t versions = 0;
+  std::uint64_t forgotten = 0;             // versions retention removed (not damage)
   std::uint64_t unreferenced_objects = 0;  // left by interrupted work; harmless
   std::vector<std::string> problems;       // one line each: damaged objects and who uses them
   std::vector<std::string> warnings;       // not damage: an archive readable by others

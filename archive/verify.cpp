@@ -16,18 +16,30 @@ namespace {
 
 constexpr std::size_t kUsersShown = 20;
 
-// One history: numbered without gaps, and no file that names no content.
+// One history: numbered from 1, its gaps those retention made (`forgotten` versions
+// removed: FORMAT.md, "Retention"), and no file that names no content.
 void check_history(const std::string& path, const std::vector<Version>& versions,
-                   const Layout& layout, ContentUsers& users, VerifyReport& report) {
+                   std::uint64_t forgotten, const Layout& layout, ContentUsers& users,
+                   VerifyReport& report) {
   ++report.histories;
-  std::uint64_t expected = 1;
+  report.versions += versions.size();
+  report.forgotten += forgotten;
+  std::uint64_t previous = 0;
   for (const auto& v : versions) {
-    ++report.versions;
-    if (v.number != expected++) {
-      report.problems.push_back(fmt::format("history of {} skips from version {} to {}",
-                                            shown_path(path), expected - 2, v.number));
-      expected = v.number + 1;
+    if (v.number <= previous) {
+      report.problems.push_back(fmt::format("history of {} has version {} after version {}",
+                                            shown_path(path), v.number, previous));
     }
+    previous = v.number;
+  }
+  const std::uint64_t missing = previous - std::min<std::uint64_t>(previous, versions.size());
+  if (missing != forgotten) {
+    report.problems.push_back(fmt::format(
+        "history of {} lacks {} of its {} versions, of which retention removed {}: the rest "
+        "are lost",
+        shown_path(path), missing, previous, forgotten));
+  }
+  for (const auto& v : versions) {
     if (!v.exists() || !v.is_file()) continue;
     const auto ids = layout.content_ids(v);
     if (v.size > 0 && ids.empty()) {
@@ -92,7 +104,12 @@ VerifyReport verify_archive(Layout& layout, const std::string& root,
       report.problems.push_back(versions.error());
       continue;
     }
-    check_history(path, *versions, layout, users, report);
+    auto forgotten = layout.forgotten(path);
+    if (!forgotten) {
+      report.problems.push_back(forgotten.error());
+      continue;
+    }
+    check_history(path, *versions, *forgotten, layout, users, report);
   }
   if (progress) {
     progress(

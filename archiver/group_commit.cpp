@@ -46,7 +46,7 @@ bool GroupCommit::close() {
   }
   if (pending_.empty()) return !broken();
   store_->close_group([broken = broken_, write = write_,
-                       group = std::move(pending_)](const Status& durable) mutable {
+                       group = std::move(pending_)](const archive::Done& durable) mutable {
     if (!durable) {
       spdlog::warn("a group of {} requests could not be made durable: {}", group.size(),
                    durable.error());

@@ -15,7 +15,6 @@
 
 #include "archive/store.hpp"
 #include "common/protocol.hpp"
-#include "common/result.hpp"
 
 namespace tw::archiver {
 
@@ -26,11 +25,11 @@ class GroupStore {
   virtual ~GroupStore() = default;
   virtual void begin_group() = 0;
   // `on_durable` may run on another thread (the store's sync thread).
-  virtual void close_group(std::function<void(const Status&)> on_durable) = 0;
+  virtual void close_group(std::function<void(const archive::Done&)> on_durable) = 0;
   virtual void advance() = 0;
   virtual bool syncing() const = 0;
   virtual std::uint64_t staged_bytes() const = 0;
-  virtual Status flush() = 0;
+  virtual archive::Done flush() = 0;
 };
 
 // GroupStore over a writable archive::Store (always format 2: a format-1 archive is read
@@ -39,13 +38,13 @@ class StoreGroups final : public GroupStore {
  public:
   explicit StoreGroups(archive::Store& store) : store_(store) {}
   void begin_group() override { store_.begin_group(); }
-  void close_group(std::function<void(const Status&)> on_durable) override {
+  void close_group(std::function<void(const archive::Done&)> on_durable) override {
     store_.close_group(std::move(on_durable));
   }
   void advance() override { store_.advance(); }
   bool syncing() const override { return store_.syncing(); }
   std::uint64_t staged_bytes() const override { return store_.staged_bytes(); }
-  Status flush() override { return store_.flush(); }
+  archive::Done flush() override { return store_.flush(); }
 
  private:
   archive::Store& store_;

@@ -59,6 +59,7 @@ int open_store(const Config& config, ArchiverHooks hooks, std::optional<archive:
   }
   archive::StoreHooks store_hooks;
   store_hooks.before_write_step = std::move(hooks.before_write_step);
+  store_hooks.now = std::move(hooks.now);
   store_hooks.cancelled = stop_requested;
   archive::CompressionOptions compression;
   compression.level = config.compression_level;

@@ -5,6 +5,7 @@
 // switch in it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string_view>
 
@@ -15,6 +16,8 @@ struct ArchiverHooks {
   // Runs before every durable write step of the archive (archive::StoreHooks::
   // before_write_step), on the request thread and on the store's sync thread.
   std::function<void(std::string_view step)> before_write_step;
+  // The clock of archive times (archive::StoreHooks::now): tests move it over weeks.
+  std::function<std::int64_t()> now;
 };
 
 // Returns the process exit code.

@@ -31,19 +31,28 @@ struct ArchiveArgs {
   bool force = false;
 };
 
-// Messages name paths with shown_path already; shown_text also covers what came from
-// elsewhere (an argument as typed).
 int fail(std::string_view command, std::string_view message, int code = 1) {
+  return command_failed(command, message, code);
+}
+
+Result<std::string> source_path(const ArchiveArgs& args) {
+  return command_line_path(args.path, args.escaped);
+}
+
+}  // namespace
+
+int command_failed(std::string_view command, std::string_view message, int code) {
+  // Messages name paths with shown_path already; shown_text also covers what came from
+  // elsewhere (an argument as typed).
   std::cerr << "timewarp " << command << ": " << shown_text(message) << "\n";
   return code;
 }
 
-// The canonical absolute form of a PATH argument (raw bytes, or escaped with --escaped).
-Result<std::string> source_path(const ArchiveArgs& args) {
-  std::string raw = args.path;
-  if (args.escaped) {
-    auto unescaped = unescape_bytes(args.path);
-    if (!unescaped) return Error{fmt::format("'{}' is not a well-formed escaped path", args.path)};
+Result<std::string> command_line_path(const std::string& arg, bool escaped) {
+  std::string raw = arg;
+  if (escaped) {
+    auto unescaped = unescape_bytes(arg);
+    if (!unescaped) return Error{fmt::format("'{}' is not a well-formed escaped path", arg)};
     raw = std::move(*unescaped);
   }
   if (raw.empty()) return Error{"empty path"};
@@ -56,6 +65,8 @@ Result<std::string> source_path(const ArchiveArgs& args) {
   if (!normal) return Error{normal.error()};
   return std::move(*normal);
 }
+
+namespace {
 
 std::string version_line(const ar::Version& v, const std::string& path) {
   std::string line =
@@ -143,10 +154,13 @@ int run_verify(const Config& config) {
   const auto report =
       store->verify([](std::string_view line) { spdlog::info("verify: {}", line); });
   for (const auto& problem : report.problems) std::cout << shown_text(problem) << "\n";
-  std::cout << fmt::format("verified {} objects ({} unreferenced), {} histories, {} versions: {}\n",
-                           report.objects, report.unreferenced_objects, report.histories,
-                           report.versions,
-                           report.ok() ? "OK" : fmt::format("{} problems", report.problems.size()));
+  // Versions retention removed are not damage: said apart, when there are any.
+  const std::string removed =
+      report.forgotten == 0 ? "" : fmt::format(" ({} removed by retention)", report.forgotten);
+  std::cout << fmt::format(
+      "verified {} objects ({} unreferenced), {} histories, {} versions{}: {}\n", report.objects,
+      report.unreferenced_objects, report.histories, report.versions, removed,
+      report.ok() ? "OK" : fmt::format("{} problems", report.problems.size()));
   std::cout.flush();
   return report.ok() ? 0 : 1;
 }

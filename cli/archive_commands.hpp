@@ -3,11 +3,14 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "archive/store.hpp"
 #include "common/config.hpp"
+#include "common/result.hpp"
 
 namespace tw {
 
@@ -15,6 +18,13 @@ namespace tw {
 // to the work to do; `run()` returns the exit code (0 success, 1 failure or damage found,
 // 2 bad usage). `config` must outlive `run`.
 void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run);
+
+// Prints "timewarp COMMAND: MESSAGE" (display controls escaped) to stderr; returns `code`.
+int command_failed(std::string_view command, std::string_view message, int code);
+
+// The canonical absolute form of a PATH argument: raw bytes (relative to the working
+// directory when not absolute), or with `escaped` the escaped form (%XX) `versions` prints.
+Result<std::string> command_line_path(const std::string& arg, bool escaped);
 
 // The configuration's archive opened read only, as every archive subcommand reads it; a
 // missing backup_root is named with where to set it.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "archive/retention.hpp"
@@ -24,54 +25,19 @@ namespace ar = tw::archive;
 struct ForgetArgs {
   bool dry_run = false;
   bool json = false;
+  bool no_gc = false;
   std::string now;  // empty: the clock
 };
 
-int fail(std::string_view message, int code) {
-  std::cerr << "timewarp forget: " << shown_text(message) << "\n";
-  return code;
+int fail(std::string_view command, std::string_view message, int code) {
+  return command_failed(command, message, code);
 }
 
-// One version the policy would remove.
+// One version the policy removes (or would).
 struct Removal {
   std::string path;
   ar::Version version;
 };
-
-struct Plan {
-  ar::KeptMoments kept;
-  std::vector<Removal> removals;
-  std::uint64_t paths = 0;          // archived paths looked at
-  std::uint64_t versions = 0;       // their versions
-  std::uint64_t whole_paths = 0;    // paths that would lose every version
-  std::uint64_t content_bytes = 0;  // file bytes of the removed versions (before dedup)
-};
-
-Result<Plan> plan_forget(const ar::Store& store, const ar::RetentionPolicy& policy,
-                         std::int64_t now_ns) {
-  Plan plan;
-  plan.kept = ar::kept_moments(policy, now_ns);
-  auto paths = store.paths_within("/");
-  if (!paths) return Error{paths.error()};
-  for (const auto& path : *paths) {
-    auto history = store.versions(path);
-    if (!history) return Error{history.error()};
-    if (history->empty()) continue;
-    ++plan.paths;
-    plan.versions += history->size();
-    const auto keep = ar::kept_versions(*history, plan.kept);
-    std::size_t removed = 0;
-    for (std::size_t i = 0; i < keep.size(); ++i) {
-      if (keep[i]) continue;
-      const ar::Version& v = (*history)[i];
-      if (v.is_file()) plan.content_bytes += v.size;
-      plan.removals.push_back({path, v});
-      ++removed;
-    }
-    if (removed == history->size()) ++plan.whole_paths;
-  }
-  return plan;
-}
 
 std::string policy_text(const Config& config) {
   const std::string zone = config.retention_timezone.empty() ? "local" : config.retention_timezone;
@@ -82,20 +48,24 @@ std::string policy_text(const Config& config) {
       config.keep_monthly, config.keep_yearly, zone);
 }
 
-void print_human(const Config& config, const Plan& plan, std::int64_t now_ns) {
+void print_human(const Config& config, const ar::ForgetReport& report,
+                 const std::vector<Removal>& removals, std::int64_t now_ns, bool dry_run) {
+  const char* verb = dry_run ? "would remove" : "removed";
   std::cout << fmt::format("policy at {}: {}\n", ar::format_time_ns(now_ns), policy_text(config));
-  for (const auto& r : plan.removals) {
-    std::cout << fmt::format("would remove {} version {} ({}, archived {}, {} bytes)\n",
+  for (const auto& r : removals) {
+    std::cout << fmt::format("{} {} version {} ({}, archived {}, {} bytes)\n", verb,
                              shown_path(r.path), r.version.number, to_string(r.version.op),
                              ar::format_time_ns(r.version.archived_at_ns), r.version.size);
   }
   std::cout << fmt::format(
-      "would remove {} of {} versions ({} bytes of file content before deduplication); {} of {} "
-      "paths would leave the archive whole\n",
-      plan.removals.size(), plan.versions, plan.content_bytes, plan.whole_paths, plan.paths);
+      "{} {} of {} versions ({} bytes of file content before deduplication); {} of {} "
+      "paths {} the archive whole\n",
+      verb, report.removed, report.versions, report.content_bytes, report.whole_paths, report.paths,
+      dry_run ? "would leave" : "left");
 }
 
-void print_json(const Config& config, const Plan& plan, std::int64_t now_ns) {
+nlohmann::json report_json(const Config& config, const ar::ForgetReport& report,
+                           const std::vector<Removal>& removals, std::int64_t now_ns) {
   nlohmann::json out;
   out["now"] = ar::format_time_ns(now_ns);
   out["policy"] = {{"keep_within_s", config.keep_within},  {"keep_hourly", config.keep_hourly},
@@ -103,68 +73,201 @@ void print_json(const Config& config, const Plan& plan, std::int64_t now_ns) {
                    {"keep_monthly", config.keep_monthly},  {"keep_yearly", config.keep_yearly},
                    {"timezone", config.retention_timezone}};
   auto& instants = out["kept_instants"] = nlohmann::json::array();
-  for (const auto at : plan.kept.instants) instants.push_back(ar::format_time_ns(at));
-  out["kept_from"] = ar::format_time_ns(plan.kept.from_ns.value_or(now_ns));
-  auto& removals = out["remove"] = nlohmann::json::array();
-  for (const auto& r : plan.removals) {
+  for (const auto at : report.kept.instants) instants.push_back(ar::format_time_ns(at));
+  out["kept_from"] = ar::format_time_ns(report.kept.from_ns.value_or(now_ns));
+  auto& listed = out["remove"] = nlohmann::json::array();
+  for (const auto& r : removals) {
     // Paths as the queue escapes them: any byte Linux allows, in valid JSON.
-    removals.push_back({{"path", escape_bytes(r.path)},
-                        {"version", r.version.number},
-                        {"op", std::string(to_string(r.version.op))},
-                        {"archived_at", ar::format_time_ns(r.version.archived_at_ns)},
-                        {"size", r.version.size}});
+    listed.push_back({{"path", escape_bytes(r.path)},
+                      {"version", r.version.number},
+                      {"op", std::string(to_string(r.version.op))},
+                      {"archived_at", ar::format_time_ns(r.version.archived_at_ns)},
+                      {"size", r.version.size}});
   }
-  out["paths"] = plan.paths;
-  out["versions"] = plan.versions;
-  out["versions_removed"] = plan.removals.size();
-  out["paths_removed_whole"] = plan.whole_paths;
-  out["content_bytes_removed"] = plan.content_bytes;
-  std::cout << out.dump(2) << "\n";
+  out["paths"] = report.paths;
+  out["versions"] = report.versions;
+  out["versions_removed"] = report.removed;
+  out["paths_removed_whole"] = report.whole_paths;
+  out["content_bytes_removed"] = report.content_bytes;
+  return out;
+}
+
+nlohmann::json collect_json(const ar::CollectReport& r) {
+  return {{"collection", r.collection},
+          {"blobs", r.blobs},
+          {"blobs_condemned", r.blobs_condemned},
+          {"blobs_removed", r.blobs_swept},
+          {"bytes_removed", r.bytes_swept},
+          {"packs_deleted", r.packs_deleted},
+          {"packs_rewritten", r.packs_rewritten},
+          {"packs_truncated", r.packs_truncated},
+          {"packs_busy", r.packs_busy},
+          {"bytes_copied", r.bytes_copied},
+          {"bytes_reclaimed", r.bytes_reclaimed},
+          {"catalog_bytes_reclaimed", r.catalog_bytes_reclaimed},
+          {"seconds", static_cast<double>(r.finished_ns - r.started_ns) / 1e9}};
+}
+
+std::string collect_text(const ar::CollectReport& r) {
+  return fmt::format(
+      "collection {}: {} blobs, {} removed ({} bytes), {} condemned (removed by the next "
+      "collection unless used again); packs: {} deleted, {} rewritten ({} bytes copied), {} cut "
+      "back, {} in use left alone; {} bytes of packs and {} of catalog given back in {:.2f} s\n",
+      r.collection, r.blobs, r.blobs_swept, r.bytes_swept, r.blobs_condemned, r.packs_deleted,
+      r.packs_rewritten, r.bytes_copied, r.packs_truncated, r.packs_busy, r.bytes_reclaimed,
+      r.catalog_bytes_reclaimed, static_cast<double>(r.finished_ns - r.started_ns) / 1e9);
+}
+
+// The configuration's archive, opened to be changed when it can be (format 2); a format-1
+// archive stays read-only, and the change is then refused with what to do instead.
+ar::Expected<ar::Store> open_changing(const Config& config) {
+  TRY_ASSIGN(ar::Store read, open_store(config));
+  if (read.format() != ar::ArchiveFormat::V2) return read;
+  return ar::Store::open(config.backup_root, ar::Store::Mode::ReadWrite);
 }
 
 int run_forget(const Config& config, const ForgetArgs& args) {
-  if (!args.dry_run) {
-    return fail(
-        "only --dry-run is available: this release lists what the policy would remove and "
-        "keeps every version",
-        2);
-  }
+  constexpr std::string_view kCmd = "forget";
   if (auto zone = ar::use_time_zone(config.retention_timezone); !zone) {
-    return fail(zone.fault().message, 2);
+    return fail(kCmd, zone.fault().message, 2);
   }
   std::int64_t now_ns = tw::now_ns();
   if (!args.now.empty()) {
     auto parsed = ar::parse_time_ns(args.now);
-    if (!parsed) return fail(fmt::format("--now: {}", parsed.error()), 2);
+    if (!parsed) return fail(kCmd, fmt::format("--now: {}", parsed.error()), 2);
     now_ns = *parsed;
   }
-  auto store = open_store(config);
-  if (!store) return fail(store.error(), 2);
-  auto plan = plan_forget(*store, ar::retention_policy(config), now_ns);
-  if (!plan) return fail(plan.error(), 1);
+  auto store = args.dry_run ? open_store(config) : open_changing(config);
+  if (!store) return fail(kCmd, store.error(), 2);
+  std::vector<Removal> removals;
+  ar::ForgetOptions options;
+  options.on_removal = [&](const std::string& path, const ar::Version& v) {
+    removals.push_back({path, v});
+  };
+  const auto policy = ar::retention_policy(config);
+  auto report = args.dry_run ? store->plan_forget(policy, now_ns, options)
+                             : store->forget(policy, now_ns, options);
+  if (!report) return fail(kCmd, report.error(), 1);
+  std::optional<ar::CollectReport> collected;
+  if (!args.dry_run && !args.no_gc) {
+    auto gc = store->collect({});
+    if (!gc)
+      return fail(kCmd, fmt::format("versions removed; collection failed: {}", gc.error()), 1);
+    collected = *gc;
+  }
   if (args.json) {
-    print_json(config, *plan, now_ns);
+    auto out = report_json(config, *report, removals, now_ns);
+    if (collected) out["collection"] = collect_json(*collected);
+    std::cout << out.dump(2) << "\n";
   } else {
-    print_human(config, *plan, now_ns);
+    print_human(config, *report, removals, now_ns, args.dry_run);
+    if (collected) std::cout << collect_text(*collected);
   }
   std::cout.flush();
   return 0;
 }
 
-}  // namespace
+struct GcArgs {
+  bool json = false;
+  double rewrite_share = 0.2;
+};
 
-void add_retention_commands(CLI::App& app, Config& config, std::function<int()>& run) {
+int run_gc(const Config& config, const GcArgs& args) {
+  auto store = open_changing(config);
+  if (!store) return fail("gc", store.error(), 2);
+  ar::CollectOptions options;
+  options.rewrite_share = args.rewrite_share;
+  options.progress = [](std::string_view line) { spdlog::info("gc: {}", line); };
+  auto report = store->collect(options);
+  if (!report) return fail("gc", report.error(), 1);
+  if (args.json) {
+    std::cout << collect_json(*report).dump(2) << "\n";
+  } else {
+    std::cout << collect_text(*report);
+  }
+  std::cout.flush();
+  return 0;
+}
+
+struct PinArgs {
+  std::string path;
+  bool escaped = false;
+  std::optional<std::uint64_t> version;
+  bool remove = false;
+};
+
+int run_pin(const Config& config, const PinArgs& args) {
+  constexpr std::string_view kCmd = "pin";
+  auto path = command_line_path(args.path, args.escaped);
+  if (!path) return fail(kCmd, path.error(), 2);
+  auto store = open_changing(config);
+  if (!store) return fail(kCmd, store.error(), 2);
+  std::uint64_t number = 0;
+  if (args.version) {
+    number = *args.version;
+  } else {
+    auto history = store->versions(*path);
+    if (!history) return fail(kCmd, history.error(), 1);
+    if (history->empty())
+      return fail(kCmd, fmt::format("{} was never archived", shown_path(*path)), 1);
+    number = history->back().number;
+  }
+  if (auto done = store->pin(*path, number, !args.remove); !done)
+    return fail(kCmd, done.error(), 1);
+  std::cout << fmt::format("{} version {} of {}\n", args.remove ? "unpinned" : "pinned", number,
+                           shown_path(*path));
+  return 0;
+}
+
+void add_forget(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<ForgetArgs>();
   auto* forget = app.add_subcommand(
-      "forget", "list the versions the retention policy (keep_* keys) would remove now");
+      "forget",
+      "remove the versions the retention policy (keep_* keys) no longer keeps, then collect");
   forget->fallthrough();
-  forget->add_flag("-n,--dry-run", args->dry_run, "only list what would go (required for now)");
-  forget->add_flag("--json", args->json, "print the list as JSON");
+  forget->add_flag("-n,--dry-run", args->dry_run, "only list what would go");
+  forget->add_flag("--json", args->json, "print the result as JSON");
+  forget->add_flag("--no-gc", args->no_gc, "do not collect afterwards (timewarp gc does)");
   forget->add_option("--now", args->now,
                      "apply the policy as of TIME instead of now (what would be gone by then)");
   forget->footer("Example: timewarp forget --dry-run --backup-root /srv/timewarp");
   forget->callback(
       [&config, &run, args] { run = [&config, args] { return run_forget(config, *args); }; });
+}
+
+void add_gc(CLI::App& app, Config& config, std::function<int()>& run) {
+  auto args = std::make_shared<GcArgs>();
+  auto* gc = app.add_subcommand(
+      "gc", "free the space of what no version names (beside running archivers)");
+  gc->fallthrough();
+  gc->add_flag("--json", args->json, "print the figures as JSON");
+  gc->add_option("--rewrite-unused", args->rewrite_share,
+                 "rewrite a pack when at least this share of it is unused (0..1, default 0.2)")
+      ->check(CLI::Range(0.0, 1.0));
+  gc->callback([&config, &run, args] { run = [&config, args] { return run_gc(config, *args); }; });
+}
+
+void add_pin(CLI::App& app, Config& config, std::function<int()>& run) {
+  auto args = std::make_shared<PinArgs>();
+  auto* pin =
+      app.add_subcommand("pin", "keep a version of PATH whatever the retention policy says");
+  pin->fallthrough();
+  pin->add_option("PATH", args->path, "the file or directory (absolute, or relative to here)")
+      ->required();
+  pin->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
+  pin->add_option("--version", args->version, "version number N (default: the latest)")
+      ->transform(tw::number_in<std::uint64_t>());
+  pin->add_flag("--remove", args->remove, "unpin it instead");
+  pin->callback(
+      [&config, &run, args] { run = [&config, args] { return run_pin(config, *args); }; });
+}
+
+}  // namespace
+
+void add_retention_commands(CLI::App& app, Config& config, std::function<int()>& run) {
+  add_forget(app, config, run);
+  add_gc(app, config, run);
+  add_pin(app, config, run);
 }
 
 }  // namespace tw

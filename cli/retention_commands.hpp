@@ -1,6 +1,8 @@
-// The operator tool's retention subcommand: `forget --dry-run`, what the retention policy
-// (the keep_* keys; archive/retention.hpp) would remove from the archive now, listed for a
-// person or as JSON. Works from the backup root alone. Not thread-safe: call from main only.
+// The operator tool's retention subcommands: `forget` (the retention policy, the keep_*
+// keys of archive/retention.hpp, applied now, then a collection; with --dry-run only listed),
+// `gc` (a collection: the space of what no version names freed, beside running archivers)
+// and `pin` (a version kept whatever the policy says). For a person or as JSON. They work
+// from the backup root alone. Not thread-safe: call from main only.
 #pragma once
 
 #include <functional>
@@ -11,7 +13,7 @@
 
 namespace tw {
 
-// Registers the subcommand on `app`; as add_archive_commands (archive_commands.hpp) does,
+// Registers the subcommands on `app`; as add_archive_commands (archive_commands.hpp) does,
 // its callback sets `run` to the work, which returns the exit code (0 done, 1 the archive
 // could not be read, 2 bad usage). `config` must outlive `run`.
 void add_retention_commands(CLI::App& app, Config& config, std::function<int()>& run);

@@ -33,6 +33,15 @@ class Format1Layout final : public Layout {
   std::vector<std::string> content_ids(const Version& v) const override;
   void verify_storage(ContentUsers users, VerifyReport& report,
                       const std::function<void(std::string_view)>& progress) override;
+  // Format 1 is never thinned (no release removed versions from it) and has no pins.
+  Expected<KeptMoments> kept_moments() override { return KeptMoments{}; }
+  Expected<std::uint64_t> forgotten(std::string_view) override { return std::uint64_t{0}; }
+  Expected<std::set<std::uint64_t>> pinned(std::string_view) override {
+    return std::set<std::uint64_t>{};
+  }
+  Expected<std::optional<CollectReport>> last_collection() override {
+    return std::optional<CollectReport>{};
+  }
 
  private:
   // A node as the whole-archive scan found it: its name (from its .path file or its

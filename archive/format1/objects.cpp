@@ -20,9 +20,9 @@ struct DCtxFree {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
 
-// Decompresses an object's frame into a sink, which re-hashes it. The sink's failures (a
-// Result) become RETRY faults with their own message, without archive_fault's prefix: the
-// caller names the object.
+// Decompresses an object's frame into a sink, which re-hashes it. The sink's failures are
+// RETRY faults in its own words, without archive_fault's prefix: the caller names the
+// object.
 Expected<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha, int out_fd,
                                       bool sparse, const std::function<bool()>& cancelled) {
   std::unique_ptr<ZSTD_DCtx, DCtxFree> dctx(ZSTD_createDCtx());
@@ -40,9 +40,7 @@ Expected<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha
       if (ZSTD_isError(last)) {
         return retry(fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(last)));
       }
-      if (auto written = sink.write({out.data(), output.pos}); !written) {
-        return retry(written.error());
-      }
+      TRY(sink.write({out.data(), output.pos}));
       if (input.size == 0 && output.pos == 0) break;
     } while (input.pos < input.size || (input.size == 0 && last != 0));
     return Ok{};
@@ -61,9 +59,7 @@ Expected<std::uint64_t> decompress_fd(int in_fd, const std::string& expected_sha
   ZSTD_inBuffer none{nullptr, 0, 0};
   if (last != 0) TRY(drain(none));
   if (last != 0) return retry("truncated (compressed frame incomplete)");
-  auto total = sink.finish(expected_sha);
-  if (!total) return retry(total.error());
-  return *total;
+  return sink.finish(expected_sha);
 }
 
 }  // namespace

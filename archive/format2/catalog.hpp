@@ -11,8 +11,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,37 +22,67 @@
 #include "archive/expected.hpp"
 #include "archive/format2/catalog_batch.hpp"
 #include "archive/format2/pack.hpp"
+#include "archive/retention.hpp"
 #include "archive/types.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
+
+// Collection (FORMAT.md, "Collection"): what one mark found, by the blobs' row ids.
+struct BlobMarks {
+  std::uint64_t blobs = 0;
+  std::vector<std::int64_t> remove;     // condemned earlier, named by no version: to remove
+  std::vector<std::int64_t> take_back;  // condemned, but named again
+  std::vector<std::int64_t> condemn;    // named by no version
+};
+struct SweptBlobs {
+  std::uint64_t condemned = 0;
+  std::uint64_t removed = 0;
+  std::uint64_t removed_bytes = 0;  // their stored bytes
+};
+// A pack's use by committed blobs: how many, their stored bytes, and the end of the last
+// one's stored bytes (record headers not counted: their size is the pack's).
+struct PackUsage {
+  std::int64_t id = 0;
+  std::string name;
+  std::uint64_t blobs = 0;
+  std::uint64_t stored = 0;
+  std::uint64_t end = 0;
+};
+struct PackedBlob {
+  std::string id;
+  BlobRef ref;
+};
+struct MovedBlob {
+  std::string id;
+  BlobRef to;
+};
 
 class Catalog {
  public:
   // Opens (ReadWrite: creates when absent) the catalog file.
-  static Result<Catalog> open(const std::string& file, OpenMode mode);
+  static Expected<Catalog> open(const std::string& file, OpenMode mode);
   Catalog(Catalog&&) noexcept;
   Catalog& operator=(Catalog&&) noexcept;
   ~Catalog();
 
   // The history of `path`, oldest first (empty when never archived).
-  Result<std::vector<Version>> versions(std::string_view path) const;
+  Expected<std::vector<Version>> versions(std::string_view path) const;
   // Its latest version, if any: one look-up whatever the length of the history.
-  Result<std::optional<Version>> latest(std::string_view path) const;
+  Expected<std::optional<Version>> latest(std::string_view path) const;
   // The paths in the tree directly beneath `dir` (archived or known as parents), sorted.
-  Result<std::vector<std::string>> children(std::string_view dir) const;
+  Expected<std::vector<std::string>> children(std::string_view dir) const;
   // Whether any path lies beneath `dir` (one index look-up).
-  Result<bool> has_children(std::string_view dir) const;
+  Expected<bool> has_children(std::string_view dir) const;
   // `dir` (when in the tree) and every path beneath it, sorted.
-  Result<std::vector<std::string>> paths_within(std::string_view dir) const;
+  Expected<std::vector<std::string>> paths_within(std::string_view dir) const;
   // Where blob `id` lives, if the catalog knows it.
-  Result<std::optional<BlobRef>> blob(std::string_view id) const;
+  Expected<std::optional<BlobRef>> blob(std::string_view id) const;
   // Every blob the catalog names, ordered by pack and offset (for verify).
-  Result<std::vector<std::pair<std::string, BlobRef>>> all_blobs() const;
+  Expected<std::vector<std::pair<std::string, BlobRef>>> all_blobs() const;
   // Every path with a history, sorted (for verify).
-  Result<std::vector<std::string>> archived_paths() const;
+  Expected<std::vector<std::string>> archived_paths() const;
   // SQLite's own check of the file: empty when sound, else its findings.
-  Result<std::string> integrity_problems() const;
+  Expected<std::string> integrity_problems() const;
   // The schema version of the file (PRAGMA user_version): 2, or 1 when read-only and not
   // yet upgraded.
   int schema_version() const;
@@ -58,7 +90,7 @@ class Catalog {
   // Folds the journal (WAL) into the catalog file and empties it, when no other process
   // is reading or writing it for `wait` (a quiet archive is then one file, with nothing
   // left to replay). False when another process was busy with it: try again later.
-  Result<bool> fold_journal(std::chrono::milliseconds wait);
+  Expected<bool> fold_journal(std::chrono::milliseconds wait);
 
   // Commits everything in `batch` in one transaction, seen by every reader when it
   // returns, and durable once a sync_journal() begun after it has returned. Fails (RETRY)
@@ -69,10 +101,45 @@ class Catalog {
   // thread than the one using the catalog; nothing to do when read-only.
   Done sync_journal() const;
 
+  // --- Retention (catalog_retention.cpp; FORMAT.md, "Retention"). A catalog read before a
+  // writer upgraded it to schema 4 was never thinned and has no pins.
+  // The moments whose state the archive holds whole.
+  Expected<KeptMoments> kept_moments() const;
+  // Records that the archive keeps `kept` and what it kept before, no more: returns that.
+  Expected<KeptMoments> record_kept(const KeptMoments& kept);
+  // How many versions of `path` retention removed; its pinned version numbers.
+  Expected<std::uint64_t> forgotten(std::string_view path) const;
+  Expected<std::set<std::uint64_t>> pinned(std::string_view path) const;
+  Done set_pin(std::string_view path, std::uint64_t number, bool pin);
+  // Removes versions in one transaction (WritableLayout::drop_versions).
+  Done drop_versions(const std::vector<DroppedVersions>& dropped);
+
+  // --- Collection (catalog_collect.cpp; FORMAT.md, "Collection").
+  // Adds a collection to the log: its number.
+  Expected<std::int64_t> begin_collection(std::int64_t now_ns);
+  // The blobs versions name, from one snapshot, and what to do with each blob.
+  Expected<BlobMarks> mark(const std::function<bool()>& cancelled);
+  // Removes, takes back and condemns as `marks` says, each re-checked in short
+  // transactions (`collection` is this collection's number).
+  Expected<SweptBlobs> apply_marks(const BlobMarks& marks, std::int64_t collection);
+  // Every pack row with its use; the blobs of one, in pack order.
+  Expected<std::vector<PackUsage>> pack_usage();
+  Expected<std::vector<PackedBlob>> blobs_in_pack(std::int64_t pack);
+  // The use of the pack named `name` (nullopt: no row names it).
+  Expected<std::optional<PackUsage>> pack_use(const std::string& name);
+  // Moves blobs of pack `from` to where they were copied, and drops its row (one
+  // transaction); drops the row of a pack no blob lives in.
+  Done move_blobs(std::int64_t from, const std::vector<MovedBlob>& moved);
+  Done drop_pack(std::int64_t pack);
+  // Gives the catalog file's free pages back: the bytes it shrank by.
+  Expected<std::uint64_t> vacuum();
+  Done finish_collection(const CollectReport& report);
+  Expected<std::optional<CollectReport>> last_collection() const;
+
  private:
   struct Impl;
   explicit Catalog(std::unique_ptr<Impl> impl);
-  Result<std::vector<std::string>> subtree(std::string_view dir, bool archived_only) const;
+  Expected<std::vector<std::string>> subtree(std::string_view dir, bool archived_only) const;
   std::unique_ptr<Impl> impl_;
 };
 

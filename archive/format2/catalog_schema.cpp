@@ -56,8 +56,52 @@ CREATE TABLE blobs(
   stored INTEGER NOT NULL,
   raw INTEGER NOT NULL) WITHOUT ROWID;
 )sql";
-constexpr const char* kSetVersion = "PRAGMA user_version = 3;";
-static_assert(kCatalogSchema == 3, "kSetVersion names the version");
+constexpr const char* kSetVersion3 = "PRAGMA user_version = 3;";
+
+// Version 4 (this release writes it) is version 3 with retention and collection
+// (FORMAT.md, "Retention" and "Collection"): each node counts the versions retention removed
+// from its history; blobs get row ids (the collection's bitmap is over them), a
+// `condemned` mark (the collection that found the blob unnamed) and an index by pack;
+// `retention` holds the moments the archive keeps (one row), `pins` the pinned versions,
+// `collections` the log of collections. A new catalog is made as version 3 and upgraded at
+// once, in the same transaction, so there is one definition of each table.
+constexpr const char* kUpgrade3 = R"sql(
+ALTER TABLE nodes ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE blobs RENAME TO blobs_3;
+CREATE TABLE blobs(
+  id BLOB PRIMARY KEY,
+  pack INTEGER NOT NULL REFERENCES packs(id),
+  offset INTEGER NOT NULL,
+  stored INTEGER NOT NULL,
+  raw INTEGER NOT NULL,
+  condemned INTEGER);
+INSERT INTO blobs(id, pack, offset, stored, raw) SELECT id, pack, offset, stored, raw FROM blobs_3;
+DROP TABLE blobs_3;
+CREATE INDEX blobs_by_pack ON blobs(pack, offset);
+CREATE TABLE retention(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  from_ns INTEGER NOT NULL,
+  instants BLOB NOT NULL);
+CREATE TABLE pins(
+  node INTEGER NOT NULL REFERENCES nodes(id),
+  number INTEGER NOT NULL,
+  PRIMARY KEY(node, number)) WITHOUT ROWID;
+CREATE TABLE collections(
+  id INTEGER PRIMARY KEY,
+  started INTEGER NOT NULL,
+  finished INTEGER,
+  blobs INTEGER,
+  condemned INTEGER,
+  swept INTEGER,
+  swept_bytes INTEGER,
+  packs_deleted INTEGER,
+  packs_rewritten INTEGER,
+  packs_truncated INTEGER,
+  bytes_copied INTEGER,
+  bytes_reclaimed INTEGER);
+PRAGMA user_version = 4;
+)sql";
+static_assert(kCatalogSchema == 4, "kUpgrade3 names the version");
 
 // Version 2 (the second release of format 2) is version 3 without `versions.read_after`. It
 // is read as it is, and upgraded in place by the first writer: the column is added, NULL in
@@ -84,23 +128,22 @@ DROP TABLE blobs_1;
 DROP TABLE nodes_1;
 )sql";
 
-Status exec_all(sqlite::Database& db, std::initializer_list<const char*> sql) {
-  for (const char* one : sql) {
-    if (auto s = db.exec(one); !s) return s;
-  }
+Done exec_all(sqlite::Database& db, std::initializer_list<const char*> sql) {
+  for (const char* one : sql) TRY(db.exec(one));
   return Ok{};
 }
 
-// Schema 2 to 3, inside the opening writer's transaction.
-Status upgrade_from_2(sqlite::Database& db) { return exec_all(db, {kUpgrade2, kSetVersion}); }
+// Schema 3 to 4, and 2 to 4, inside the opening writer's transaction.
+Done upgrade_from_3(sqlite::Database& db) { return exec_all(db, {kUpgrade3}); }
+Done upgrade_from_2(sqlite::Database& db) {
+  return exec_all(db, {kUpgrade2, kSetVersion3, kUpgrade3});
+}
 
 // Schema 1's tree rows (id, parent, whole path) copied into schema 2's nodes (id, parent,
 // last component). Both statements are reset when it returns, before their tables change.
-Status copy_tree_from_1(sqlite::Database& db) {
-  auto from = db.statement("SELECT id, parent, path FROM nodes_1");
-  if (!from) return Error{from.error()};
-  auto into = db.statement("INSERT INTO nodes(id, parent, name) VALUES (?1, ?2, ?3)");
-  if (!into) return Error{into.error()};
+Done copy_tree_from_1(sqlite::Database& db) {
+  TRY_ASSIGN(auto from, db.statement("SELECT id, parent, path FROM nodes_1"));
+  TRY_ASSIGN(auto into, db.statement("INSERT INTO nodes(id, parent, name) VALUES (?1, ?2, ?3)"));
   int rc;
   while ((rc = sqlite3_step(*from)) == SQLITE_ROW) {
     sqlite3_reset(*into);
@@ -111,79 +154,96 @@ Status copy_tree_from_1(sqlite::Database& db) {
       sqlite3_bind_int64(*into, 2, sqlite3_column_int64(*from, 1));
     }
     sqlite::bind_bytes(*into, 3, base_name(sqlite::column_bytes(*from, 2)));
-    if (sqlite3_step(*into) != SQLITE_DONE) return Error{db.failure("upgrading the tree")};
+    if (sqlite3_step(*into) != SQLITE_DONE) {
+      return archive_fault(Error{db.failure("upgrading the tree")});
+    }
   }
-  if (rc != SQLITE_DONE) return Error{db.failure("reading the tree to upgrade")};
+  if (rc != SQLITE_DONE) return archive_fault(Error{db.failure("reading the tree to upgrade")});
   return Ok{};
 }
 
-// Schema 1 to 3, inside the opening writer's transaction: node ids are kept, so versions
+// Schema 1 to 4, inside the opening writer's transaction: node ids are kept, so versions
 // stay as they are; a node's name is the last component of its old path. Foreign keys are
 // checked once the tables are swapped.
-Status upgrade_from_1(sqlite::Database& db) {
-  if (auto s =
-          exec_all(db, {"PRAGMA legacy_alter_table=ON", kUpgrade1Begin, kNodesTable,
-                        kPacksAndBlobsTables, "PRAGMA legacy_alter_table=OFF", kUpgrade1Blobs});
-      !s) {
-    return s;
-  }
-  if (auto s = copy_tree_from_1(db); !s) return s;
+Done upgrade_from_1(sqlite::Database& db) {
+  TRY(exec_all(db, {"PRAGMA legacy_alter_table=ON", kUpgrade1Begin, kNodesTable,
+                    kPacksAndBlobsTables, "PRAGMA legacy_alter_table=OFF", kUpgrade1Blobs}));
+  TRY(copy_tree_from_1(db));
   db.forget_statements();
-  if (auto s = db.exec(kUpgrade1End); !s) return s;
-  if (auto s = upgrade_from_2(db); !s) return s;
-  auto check = db.statement("PRAGMA foreign_key_check");
-  if (!check) return Error{check.error()};
+  TRY(db.exec(kUpgrade1End));
+  TRY(upgrade_from_2(db));
+  TRY_ASSIGN(auto check, db.statement("PRAGMA foreign_key_check"));
   if (sqlite3_step(*check) != SQLITE_DONE) {
-    return Error{db.failure("the upgraded catalog names a node or pack it lacks")};
+    return archive_fault(Error{db.failure("the upgraded catalog names a node or pack it lacks")});
   }
   return Ok{};
 }
 
-Error too_new(const sqlite::Database& db, int version) {
-  return Error{fmt::format("catalog {} has schema version {}, newer than this release reads ({})",
-                           shown_path(db.file()), version, kCatalogSchema)};
+Fault too_new(const sqlite::Database& db, int version) {
+  return archive_fault(
+      Error{fmt::format("catalog {} has schema version {}, newer than this release reads ({})",
+                        shown_path(db.file()), version, kCatalogSchema)});
 }
 
 // Inside the set-up's transaction: the schema made, or brought up to date.
-Status create_or_upgrade(sqlite::Database& db) {
-  auto version = db.user_version();
-  if (!version) return Error{version.error()};
-  if (*version > kCatalogSchema) return too_new(db, *version);
-  if (*version == 0) {
-    return exec_all(db, {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion});
+Done create_or_upgrade(sqlite::Database& db) {
+  TRY_ASSIGN(const int version, db.user_version());
+  if (version > kCatalogSchema) return too_new(db, version);
+  if (version == 0) {
+    return exec_all(db,
+                    {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion3, kUpgrade3});
   }
-  if (*version == 2) return upgrade_from_2(db);
-  if (*version == 1) return upgrade_from_1(db);
+  if (version == 3) return upgrade_from_3(db);
+  if (version == 2) return upgrade_from_2(db);
+  if (version == 1) return upgrade_from_1(db);
   return Ok{};
+}
+
+// A catalog made before schema 4 has no auto-vacuum: it is rewritten once (VACUUM, which
+// takes the catalog alone for as long as it lasts: a second or so per 100 MB) so that
+// collections can shrink it from then on.
+Done convert_to_incremental_vacuum(sqlite::Database& db) {
+  TRY_ASSIGN(auto mode, db.statement("PRAGMA auto_vacuum"));
+  if (sqlite3_step(*mode) != SQLITE_ROW) {
+    return archive_fault(Error{db.failure("reading auto_vacuum")});
+  }
+  const bool incremental = sqlite3_column_int(*mode, 0) == 2;
+  sqlite3_reset(*mode);
+  if (incremental) return Ok{};
+  TRY(db.exec("PRAGMA auto_vacuum=INCREMENTAL"));
+  return db.exec("VACUUM");
 }
 
 }  // namespace
 
-Status set_up_schema(sqlite::Database& db) {
+Done set_up_schema(sqlite::Database& db) {
   // Foreign keys are checked once an upgrade is done, not while its tables are swapped
   // (dropping the old tree would otherwise count as deleting every node).
-  if (auto s = db.exec("PRAGMA foreign_keys=OFF"); !s) return s;
+  TRY(db.exec("PRAGMA foreign_keys=OFF"));
+  // A new catalog gives the pages rows no longer use back to the filesystem when a
+  // collection asks (incremental auto-vacuum: set before its first table; no effect on a
+  // catalog that has tables, which is converted below).
+  TRY(db.exec("PRAGMA auto_vacuum=INCREMENTAL"));
   {
-    auto transaction = sqlite::Transaction::begin(db);
-    if (!transaction) return Error{transaction.error()};
-    if (auto s = create_or_upgrade(db); !s) return s;  // rolled back
-    if (auto s = transaction->commit(); !s) return s;
+    TRY_ASSIGN(auto transaction, sqlite::Transaction::begin(db));
+    TRY(create_or_upgrade(db));  // rolled back
+    TRY(transaction.commit());
   }
   db.forget_statements();
-  return db.exec("PRAGMA foreign_keys=ON");
+  TRY(db.exec("PRAGMA foreign_keys=ON"));
+  return convert_to_incremental_vacuum(db);
 }
 
-Result<int> readable_schema(sqlite::Database& db) {
+Expected<int> readable_schema(sqlite::Database& db) {
   // A catalog a writer has created but not yet set up (the archivers start beside the
   // monitor's first look at a new archive) holds nothing yet: refused as such, so that
   // a reader does not fail each look-up with "no such table" instead.
-  auto version = db.user_version();
-  if (!version) return version;
-  if (*version < 1) {
-    return Error{fmt::format("catalog {} is not set up yet (a new archive being created)",
-                             shown_path(db.file()))};
+  TRY_ASSIGN(const int version, db.user_version());
+  if (version < 1) {
+    return archive_fault(Error{fmt::format(
+        "catalog {} is not set up yet (a new archive being created)", shown_path(db.file()))});
   }
-  if (*version > kCatalogSchema) return too_new(db, *version);
+  if (version > kCatalogSchema) return too_new(db, version);
   return version;
 }
 

@@ -1,25 +1,25 @@
 // The schema of format 2's catalog (catalog.hpp; FORMAT.md, "Format 2"): its tables as this
-// release writes them (PRAGMA user_version 3), made by the first writer of a new archive,
-// and the upgrades of the schemas earlier releases wrote (1 and 2), made in place by the
+// release writes them (PRAGMA user_version 4), made by the first writer of a new archive,
+// and the upgrades of the schemas earlier releases wrote (1, 2 and 3), made in place by the
 // first writer that opens one. A reader reads any of them as it is. Internal to the archive
 // library.
 #pragma once
 
+#include "archive/expected.hpp"
 #include "archive/format2/sqlite.hpp"
-#include "common/result.hpp"
 
 namespace tw::archive {
 
 // The schema version this release writes, and the newest it reads.
-inline constexpr int kCatalogSchema = 3;
+inline constexpr int kCatalogSchema = 4;
 
 // Creates the schema in a writable catalog that has none yet, or upgrades an older one, in
 // one transaction: a reader sees all of it or none. Refuses a schema newer than
 // kCatalogSchema. The catalog's prepared statements are forgotten after it.
-Status set_up_schema(sqlite::Database& db);
+Done set_up_schema(sqlite::Database& db);
 
 // The schema version of a catalog opened for reading: refused when it is newer than this
 // release reads, or not set up yet (a writer has created the file but not its tables).
-Result<int> readable_schema(sqlite::Database& db);
+Expected<int> readable_schema(sqlite::Database& db);
 
 }  // namespace tw::archive

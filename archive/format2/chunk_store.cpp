@@ -144,15 +144,16 @@ ChunkStore::ChunkStore(DiskWriter& disk, std::string packs_dir, Catalog& catalog
 
 Expected<bool> ChunkStore::known(const std::string& id, const CatalogBatch& batch) const {
   if (batch.blob(id) != nullptr) return true;
+  // A failure to look the blob up is reported in the catalog's own words.
   auto found = catalog_.blob(id);
-  if (!found) return retry(found.error());
+  if (!found) return retry(unprefixed_message(found.fault()));
   if (found->has_value() || !claim_) return found->has_value();
   auto waited = claim_(id);
   if (!waited) return waited.fault();
   if (!*waited) return false;
   // (a claim that waited has flushed this writer's group: its blobs are in the catalog)
   found = catalog_.blob(id);
-  if (!found) return retry(found.error());
+  if (!found) return retry(unprefixed_message(found.fault()));
   return found->has_value();
 }
 
@@ -383,7 +384,7 @@ Done ChunkStore::store_window(Pass& pass, std::size_t workers) {
   return Ok{};
 }
 
-Result<int> ChunkStore::pack_fd(const std::string& name) {
+Expected<int> ChunkStore::pack_fd(const std::string& name) {
   for (auto it = open_packs_.begin(); it != open_packs_.end(); ++it) {
     if (it->first == name) {
       open_packs_.splice(open_packs_.begin(), open_packs_, it);
@@ -392,37 +393,51 @@ Result<int> ChunkStore::pack_fd(const std::string& name) {
   }
   const std::string file = pack_file(packs_dir_, name);
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return Error{fmt::format("pack {}: {}", shown_path(file), std::strerror(errno))};
+  // Without archive_fault's prefix: locate() names the blob first.
+  if (!fd) return retry(fmt::format("pack {}: {}", shown_path(file), std::strerror(errno)));
   open_packs_.emplace_front(name, std::move(fd));
   if (open_packs_.size() > kOpenPacks) open_packs_.pop_back();
   return open_packs_.front().second.get();
 }
 
-Result<ChunkStore::Located> ChunkStore::locate(const std::string& id, const CatalogBatch* staged) {
+Expected<ChunkStore::Located> ChunkStore::locate(const std::string& id,
+                                                 const CatalogBatch* staged) {
   std::optional<BlobRef> ref;
   if (const BlobRef* pending = staged != nullptr ? staged->blob(id) : nullptr) {
     ref = *pending;
   } else {
-    auto known = catalog_.blob(id);
-    if (!known) return Error{known.error()};
-    ref = *known;
+    TRY_ASSIGN(ref, catalog_.blob(id));
   }
-  if (!ref) return Error{fmt::format("blob {} is missing (not in the catalog)", id)};
-  auto fd = pack_fd(ref->pack);
-  if (!fd) return Error{fmt::format("blob {}: {}", id, fd.error())};
-  return Located{*fd, std::move(*ref), &id};
+  if (!ref) return archive_fault(Error{fmt::format("blob {} is missing (not in the catalog)", id)});
+  for (int attempt = 1;; ++attempt) {
+    auto fd = pack_fd(ref->pack);
+    if (fd) return Located{*fd, std::move(*ref), &id};
+    // A collection may have moved the blob to another pack, and deleted this one, since it
+    // was looked up (FORMAT.md, "Collection"): looked up again, it is read where it is now.
+    std::optional<BlobRef> moved;
+    if (staged == nullptr || staged->blob(id) == nullptr) {
+      TRY_ASSIGN(moved, catalog_.blob(id));
+    }
+    if (attempt == 3 || !moved || moved->pack == ref->pack) {
+      return archive_fault(Error{fmt::format("blob {}: {}", id, fd.error())});
+    }
+    ref = std::move(moved);
+  }
 }
 
-Result<std::vector<char>> ChunkStore::read_located(const Located& at) {
+Expected<std::vector<char>> ChunkStore::read_located(const Located& at) {
   // The whole content is hashed by the sink against the version's digest: no blob's own.
   auto raw = read_blob(at.pack_fd, at.ref, *at.id, false);
-  if (!raw) return Error{fmt::format("blob {} in pack {}: {}", *at.id, at.ref.pack, raw.error())};
+  if (!raw) {
+    return archive_fault(
+        Error{fmt::format("blob {} in pack {}: {}", *at.id, at.ref.pack, raw.error())});
+  }
   return raw;
 }
 
-Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks,
-                                          const std::string& sha256, int out_fd, bool sparse,
-                                          const CatalogBatch* staged) {
+Expected<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks,
+                                            const std::string& sha256, int out_fd, bool sparse,
+                                            const CatalogBatch* staged) {
   ContentSink sink(out_fd, sparse);
   // A window of blobs is read and decompressed on the workers while this thread hashes and
   // writes the window before it, in order: one blob on one thread, else no more blobs than
@@ -431,27 +446,27 @@ Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks
   const std::size_t size = workers > 1 ? std::min(2 * workers, kOpenPacks) : 1;
   struct Slot {
     Located at;
-    Result<std::vector<char>> raw = Error{"not read"};
+    Expected<std::vector<char>> raw = retry("not read");
   };
   std::vector<Slot> ready;  // the window read last, to write
   for (std::size_t next = 0; next < chunks.size() || !ready.empty();) {
     std::vector<Slot> window;
     for (; next < chunks.size() && window.size() < size; ++next) {
-      auto at = locate(chunks[next], staged);
-      if (!at) return Error{at.error()};
-      window.push_back(Slot{std::move(*at)});
+      TRY_ASSIGN(Located at, locate(chunks[next], staged));
+      window.push_back(Slot{std::move(at)});
     }
-    std::optional<Error> failed;
+    // The sink's failures (its own words) are the archive's here: archive_fault.
+    std::optional<Fault> failed;
     for_each_on_workers(
         window, workers, [](Slot& slot, std::size_t) { slot.raw = read_located(slot.at); },
         [&] {
           for (auto& slot : ready) {
             if (!slot.raw) {
-              failed = Error{slot.raw.error()};
+              failed = slot.raw.fault();
               return;
             }
             if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
-              failed = Error{written.error()};
+              failed = archive_fault(Error{written.error()});
               return;
             }
           }
@@ -459,7 +474,9 @@ Result<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chunks
     if (failed) return *failed;
     ready = std::move(window);
   }
-  return sink.finish(sha256);
+  auto total = sink.finish(sha256);
+  if (!total) return archive_fault(Error{total.error()});
+  return total;
 }
 
 }  // namespace tw::archive

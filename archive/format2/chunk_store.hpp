@@ -99,13 +99,15 @@ class ChunkStore {
   // it failed.
   Expected<std::optional<PackSync>> take_sync() { return pack_.take_sync(); }
   void seal() { pack_.seal(); }
+  // The packs the writer stopped appending to, still locked (PackWriter::take_retired).
+  std::vector<UniqueFd> take_retired_packs() { return pack_.take_retired(); }
 
   // Writes the content made of `chunks` to `out_fd` (-1: only check it), each blob checked
   // against its id and the whole against `sha256`. Blobs are looked up in the catalog,
   // then in `staged` (optional). With `sparse`, runs of zeros become holes. Errors name the
   // blob and what is wrong with it.
-  Result<std::uint64_t> extract(const std::vector<std::string>& chunks, const std::string& sha256,
-                                int out_fd, bool sparse, const CatalogBatch* staged = nullptr);
+  Expected<std::uint64_t> extract(const std::vector<std::string>& chunks, const std::string& sha256,
+                                  int out_fd, bool sparse, const CatalogBatch* staged = nullptr);
 
  private:
   class PriorCuts;
@@ -156,11 +158,11 @@ class ChunkStore {
     BlobRef ref;
     const std::string* id = nullptr;
   };
-  Result<Located> locate(const std::string& id, const CatalogBatch* staged);
+  Expected<Located> locate(const std::string& id, const CatalogBatch* staged);
   // The blob's bytes (safe on any thread).
-  static Result<std::vector<char>> read_located(const Located& at);
+  static Expected<std::vector<char>> read_located(const Located& at);
   // An open read descriptor of pack `name` (a few are kept open).
-  Result<int> pack_fd(const std::string& name);
+  Expected<int> pack_fd(const std::string& name);
 
   std::string packs_dir_;
   Catalog& catalog_;

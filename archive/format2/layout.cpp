@@ -243,6 +243,8 @@ Done Format2Layout::flush() {
 
 Done Format2Layout::commit_staged() {
   CatalogBatch batch = std::exchange(staged_, CatalogBatch());
+  // Packs the writer left while staging: locked until their blobs are committed (or lost).
+  const std::vector<UniqueFd> retired = chunk_store_->take_retired_packs();
   if (batch.empty()) return Ok{};
   TRY(chunk_store_->sync());
   disk_.step("catalog-commit");
@@ -262,6 +264,7 @@ void Format2Layout::close_group(std::function<void(const Done&)> on_durable) {
   group->slots.assign(group_slots_.begin(), group_slots_.end());
   group->on_durable = std::move(on_durable);
   group->lost = std::exchange(open_lost_, std::nullopt);
+  group->retired_packs = chunk_store_->take_retired_packs();
   // A group lost with an earlier one: every group closed before it is lost too, so what is
   // staged is its own. It goes now, before the next group's requests could read it (name
   // its blobs, number after its versions).

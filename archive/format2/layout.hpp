@@ -74,6 +74,16 @@ class Format2Layout final : public WritableLayout {
   std::uint64_t staged_bytes() const override { return staged_.blob_bytes(group_opened_); }
   Expected<bool> fold_journal() override;
 
+  // Retention and collection (layout_retention.cpp)
+  Expected<KeptMoments> kept_moments() override;
+  Expected<std::uint64_t> forgotten(std::string_view path) override;
+  Expected<std::set<std::uint64_t>> pinned(std::string_view path) override;
+  Expected<std::optional<CollectReport>> last_collection() override;
+  Expected<KeptMoments> record_kept(const KeptMoments& kept) override;
+  Done drop_versions(const std::vector<DroppedVersions>& dropped) override;
+  Done set_pin(std::string_view path, std::uint64_t number, bool pinned) override;
+  Expected<CollectReport> collect(const CollectOptions& options) override;
+
  private:
   // A closed group: its versions and blobs are those of `staged_` before `end`, committed
   // once its pack sync (run by `worker_`) is done, then answered once the journal is synced.
@@ -83,6 +93,7 @@ class Format2Layout final : public WritableLayout {
     std::function<void(const Done&)> on_durable;  // runs on the worker
     std::optional<Fault> lost;        // it cannot be committed (this thread's, not the worker's)
     std::optional<PackSync> pack;     // the worker's
+    std::vector<UniqueFd> retired_packs;  // locked until the group is committed or lost
     std::optional<Fault> sync_fault;  // written by the worker before `synced`
     std::atomic<bool> synced{false};
   };

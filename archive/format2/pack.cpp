@@ -2,6 +2,7 @@
 #include "archive/format2/pack.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getCParams
 #include <zstd.h>
@@ -151,10 +152,28 @@ Done PackWriter::open_new() {
   if (auto made = disk_.make_dir(parent_path(file_)); !made) return made.fault();
   disk_.step("pack-create");
   fd_.reset(::open(file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, kFileMode));
+  // A name taken already (a process forked from one that drew the same random names):
+  // another one is drawn.
+  if (!fd_ && errno == EEXIST) return open_new();
   if (!fd_) return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown_path(file_)));
+  // Locked before anything is appended. A collection may have found the new, empty file
+  // unlocked and removed it (it held the lock while it did): then a new pack is started.
+  int locked;
+  while ((locked = ::flock(fd_.get(), LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  struct stat st {};
+  if (locked != 0 || ::fstat(fd_.get(), &st) != 0) {
+    const int err = errno;
+    fd_.reset();
+    return errno_fault(err, Side::Archive, fmt::format("locking {}", shown_path(file_)));
+  }
+  if (st.st_nlink == 0) {
+    fd_.reset();
+    return open_new();
+  }
   named_durable_ = false;
   if (const int err = write_all(fd_.get(), kPackMagic.data(), kPackMagic.size()); err != 0) {
-    fd_.reset();
+    retire();
     return errno_fault(err, Side::Archive, fmt::format("writing {}", shown_path(file_)));
   }
   size_ = kPackMagic.size();
@@ -172,7 +191,7 @@ Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
   }
   if (fd_ && size_ >= target_size_) {
     if (auto synced = sync(); !synced) return synced.fault();
-    fd_.reset();
+    retire();
   }
   if (!fd_) {
     if (auto opened = open_new(); !opened) return opened.fault();
@@ -186,7 +205,7 @@ Expected<BlobRef> PackWriter::append(std::string_view id, std::uint64_t raw,
   if (err != 0) {
     // The pack's end is unknown now: seal it (what it holds before this blob is
     // intact).
-    fd_.reset();
+    retire();
     return errno_fault(err, Side::Archive, fmt::format("writing {}", shown_path(file_)));
   }
   size_ += header.size() + frame.size();
@@ -233,8 +252,8 @@ Expected<std::optional<PackSync>> PackWriter::take_sync() {
 
 Done PackSync::run(const DiskWriter& disk) const { return sync_pack(disk, fd.get(), file, first); }
 
-Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
-                                    bool rehash) {
+Expected<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
+                                      bool rehash) {
   // One read for a version-3 record; a version-2 record (a longer header) needs the rest.
   std::vector<char> frame(kBlobHeaderSize + ref.stored);
   long got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
@@ -243,15 +262,15 @@ Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string
     frame.resize(kBlobHeaderSizeV2 + ref.stored);
     got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
   }
-  if (got < 0) return Error{fmt::format("read error: {}", std::strerror(static_cast<int>(-got)))};
-  if (static_cast<std::size_t>(got) < frame.size()) return Error{"truncated (the pack ends first)"};
+  if (got < 0) return retry(fmt::format("read error: {}", std::strerror(static_cast<int>(-got))));
+  if (static_cast<std::size_t>(got) < frame.size()) return retry("truncated (the pack ends first)");
   const auto header = decode_blob_header(frame, ref.offset);
   if (!header || header->size + ref.stored != frame.size()) {
-    return Error{"not a blob header at its offset"};
+    return retry("not a blob header at its offset");
   }
   if (!id.starts_with(header->id) || header->raw != ref.raw || header->stored != ref.stored) {
-    return Error{
-        fmt::format("blob header names {} ({} bytes), not {}", header->id, header->raw, id)};
+    return retry(
+        fmt::format("blob header names {} ({} bytes), not {}", header->id, header->raw, id));
   }
   const char* src = frame.data() + header->size;
   std::vector<char> raw;
@@ -260,19 +279,19 @@ Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string
   } else {
     const unsigned long long size = ZSTD_getFrameContentSize(src, ref.stored);
     if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size != ref.raw) {
-      return Error{"corrupt compressed data (frame header)"};
+      return retry("corrupt compressed data (frame header)");
     }
     raw.resize(ref.raw);
     const std::size_t n = ZSTD_decompress(raw.data(), raw.size(), src, ref.stored);
     if (ZSTD_isError(n)) {
-      return Error{fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(n))};
+      return retry(fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(n)));
     }
-    if (n != ref.raw) return Error{"truncated (short frame)"};
+    if (n != ref.raw) return retry("truncated (short frame)");
   }
   if (!rehash) return raw;
   const std::string digest = sha256_hex(std::string_view(raw.data(), raw.size()));
   if (digest != id) {
-    return Error{fmt::format("content checksum mismatch (content hashes to {})", digest)};
+    return retry(fmt::format("content checksum mismatch (content hashes to {})", digest));
   }
   return raw;
 }
@@ -304,6 +323,31 @@ Expected<std::uint64_t> scan_pack(int pack_fd,
     at += header_size + header->stored;
   }
   return at;
+}
+
+bool try_lock_pack(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }
+
+Expected<StoredRecord> read_record(int pack_fd, const BlobRef& ref, const std::string& id) {
+  auto content = read_blob(pack_fd, ref, id, true);
+  if (!content) {
+    return retry(fmt::format("blob {} in pack {}: {}", id, ref.pack, content.error()));
+  }
+  char magic[kBlobMagicV2.size()];
+  const long got = pread_full(pack_fd, magic, sizeof magic, ref.offset);
+  const bool v2 = got == static_cast<long>(sizeof magic) &&
+                  std::memcmp(magic, kBlobMagicV2.data(), kBlobMagicV2.size()) == 0;
+  const std::uint64_t header_size = v2 ? kBlobHeaderSizeV2 : kBlobHeaderSize;
+  std::vector<char> frame(header_size + ref.stored);
+  if (pread_full(pack_fd, frame.data(), frame.size(), ref.offset) !=
+      static_cast<long>(frame.size())) {
+    return retry(fmt::format("blob {} in pack {}: read error", id, ref.pack));
+  }
+  const auto header = decode_blob_header(frame, ref.offset);
+  if (!header) return retry(fmt::format("blob {} in pack {}: not a blob header", id, ref.pack));
+  StoredRecord record;
+  record.compressed = header->compressed;
+  record.bytes.assign(frame.begin() + static_cast<long>(header_size), frame.end());
+  return record;
 }
 
 }  // namespace tw::archive

@@ -15,12 +15,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "archive/disk.hpp"
 #include "common/buffer.hpp"
 #include "common/fd.hpp"
-#include "common/result.hpp"
 
 struct ZSTD_CCtx_s;
 
@@ -130,12 +130,19 @@ class PackWriter {
   Expected<std::optional<PackSync>> take_sync();
   // Stops appending to the current pack (its end is in doubt): the next blob starts a new
   // one.
-  void seal() { fd_.reset(); }
+  void seal() { retire(); }
+  // The packs this writer stopped appending to, still open and locked (a collection leaves
+  // a locked pack alone: FORMAT.md, "Collection"): the caller lets go of them once every
+  // blob appended to them is committed, or lost.
+  std::vector<UniqueFd> take_retired() { return std::exchange(retired_, {}); }
   // Bytes appended since the last sync.
   std::uint64_t unsynced() const { return unsynced_; }
 
  private:
   Done open_new();
+  void retire() {
+    if (fd_) retired_.push_back(std::move(fd_));
+  }
 
   DiskWriter& disk_;
   std::string packs_dir_;
@@ -147,15 +154,30 @@ class PackWriter {
   std::uint64_t unsynced_ = 0;
   Writeback writeback_;         // of the pack being written
   bool named_durable_ = false;  // the pack's directory entry has been fsynced
+  std::vector<UniqueFd> retired_;
 };
+
+// A pack's lock (flock, on its file): a writer holds it from the pack's creation until
+// every blob it appended is committed; a collection takes it (without waiting) before it
+// deletes, rewrites or cuts back a pack, and leaves alone a pack it cannot take.
+bool try_lock_pack(int fd);
+
+// A blob's record as stored (read by a collection to copy it into another pack): its
+// stored bytes and whether they are a zstd frame, after the content was checked as
+// read_blob does.
+struct StoredRecord {
+  std::vector<char> bytes;
+  bool compressed = true;
+};
+Expected<StoredRecord> read_record(int pack_fd, const BlobRef& ref, const std::string& id);
 
 // Reads the blob at `ref` from an open pack (either record version): checks its header
 // against `id` and `ref`, decompresses the frame and, unless the caller checks the content
-// otherwise (`rehash` false: restore hashes whole files), re-hashes it. Errors name what is
-// wrong (missing, truncated, corrupt, checksum mismatch). A Result, as the chunk store that
-// reads content through it returns.
-Result<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
-                                    bool rehash = true);
+// otherwise (`rehash` false: restore hashes whole files), re-hashes it. Errors (RETRY) name
+// what is wrong (missing, truncated, corrupt, checksum mismatch), in these words alone: the
+// caller names the blob and its pack.
+Expected<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
+                                      bool rehash = true);
 
 // Walks a pack from its start, calling `visit` for each whole blob record,
 // without reading the frames. Returns the offset where whole records end: the

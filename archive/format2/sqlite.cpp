@@ -42,7 +42,7 @@ Database::Database(Database&&) noexcept = default;
 Database& Database::operator=(Database&&) noexcept = default;
 Database::~Database() = default;
 
-Result<Database> Database::open(const std::string& file, bool writable) {
+Expected<Database> Database::open(const std::string& file, bool writable) {
   Database out;
   out.file_ = file;
   const int flags = (writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY) |
@@ -50,7 +50,7 @@ Result<Database> Database::open(const std::string& file, bool writable) {
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(file.c_str(), &raw, flags, nullptr);
   out.db_.reset(raw);  // even on failure: it holds the message
-  if (rc != SQLITE_OK) return Error{out.failure("opening")};
+  if (rc != SQLITE_OK) return archive_fault(Error{out.failure("opening")});
   sqlite3_busy_timeout(raw, static_cast<int>(kBusyTimeout.count()));
   sqlite3_extended_result_codes(raw, 1);
   return out;
@@ -60,13 +60,13 @@ std::string Database::failure(std::string_view what) const {
   return fmt::format("catalog {}: {}: {}", shown_path(file_), what, sqlite3_errmsg(db_.get()));
 }
 
-Result<Cursor> Database::statement(std::string_view sql) {
+Expected<Cursor> Database::statement(std::string_view sql) {
   auto it = statements_.find(sql);
   if (it == statements_.end()) {
     sqlite3_stmt* raw = nullptr;
     if (sqlite3_prepare_v3(db_.get(), sql.data(), static_cast<int>(sql.size()),
                            SQLITE_PREPARE_PERSISTENT, &raw, nullptr) != SQLITE_OK) {
-      return Error{failure("preparing a statement")};
+      return archive_fault(Error{failure("preparing a statement")});
     }
     it = statements_.emplace(std::string(sql), raw).first;
   }
@@ -74,35 +74,36 @@ Result<Cursor> Database::statement(std::string_view sql) {
   return Cursor(it->second.get());
 }
 
-Status Database::exec(const char* sql) {
+Done Database::exec(const char* sql) {
   if (sqlite3_exec(db_.get(), sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
-    return Error{failure(sql)};
+    return archive_fault(Error{failure(sql)});
   }
   return Ok{};
 }
 
-Result<int> Database::user_version() {
-  auto s = statement("PRAGMA user_version");
-  if (!s) return Error{s.error()};
-  if (sqlite3_step(*s) != SQLITE_ROW) return Error{failure("reading the catalog's version")};
+Expected<int> Database::user_version() {
+  TRY_ASSIGN(auto s, statement("PRAGMA user_version"));
+  if (sqlite3_step(*s) != SQLITE_ROW) {
+    return archive_fault(Error{failure("reading the catalog's version")});
+  }
   return sqlite3_column_int(*s, 0);
 }
 
 std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
 
-Result<bool> Database::checkpoint(std::chrono::milliseconds wait) {
+Expected<bool> Database::checkpoint(std::chrono::milliseconds wait) {
   sqlite3* db = db_.get();
   sqlite3_busy_timeout(db, static_cast<int>(wait.count()));
   const int rc =
       sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   sqlite3_busy_timeout(db, static_cast<int>(kBusyTimeout.count()));
   if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
-  if (rc != SQLITE_OK) return Error{failure("folding the journal into the catalog")};
+  if (rc != SQLITE_OK) return archive_fault(Error{failure("folding the journal into the catalog")});
   return true;
 }
 
-Result<Transaction> Transaction::begin(Database& db) {
-  if (auto begun = db.exec("BEGIN IMMEDIATE"); !begun) return Error{begun.error()};
+Expected<Transaction> Transaction::begin(Database& db) {
+  TRY(db.exec("BEGIN IMMEDIATE"));
   return Transaction(db);
 }
 
@@ -110,8 +111,8 @@ Transaction::~Transaction() {
   if (db_ != nullptr) (void)db_->exec("ROLLBACK");
 }
 
-Status Transaction::commit() {
-  if (auto done = db_->exec("COMMIT"); !done) return done;
+Done Transaction::commit() {
+  TRY(db_->exec("COMMIT"));
   db_ = nullptr;
   return Ok{};
 }

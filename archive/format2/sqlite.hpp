@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-#include "common/result.hpp"
+#include "archive/expected.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -32,6 +32,9 @@ class Cursor {
   Cursor& operator=(Cursor&&) = delete;
   ~Cursor();
   operator sqlite3_stmt*() const { return s_; }  // NOLINT(google-explicit-constructor)
+  // The statement too, so that `*s` reads the same whether `s` is the Cursor or the
+  // Expected it came in.
+  sqlite3_stmt* operator*() const { return s_; }
 
  private:
   sqlite3_stmt* s_;
@@ -48,29 +51,30 @@ class Database {
  public:
   // Opens `file` (writable: created when absent) for use by one thread at a time, a writer
   // waiting kBusyTimeout for another process's lock.
-  static Result<Database> open(const std::string& file, bool writable);
+  static Expected<Database> open(const std::string& file, bool writable);
   Database(Database&&) noexcept;
   Database& operator=(Database&&) noexcept;
   ~Database();
 
   sqlite3* handle() const { return db_.get(); }
   const std::string& file() const { return file_; }
-  // "catalog <file>: <what>: <SQLite's message>", for the error that just happened.
+  // "catalog <file>: <what>: <SQLite's message>", for the error that just happened (the
+  // message of every failure here, as archive_fault: a RETRY).
   std::string failure(std::string_view what) const;
 
   // The prepared statement for `sql` (prepared on its first use, kept), bindings cleared.
-  Result<Cursor> statement(std::string_view sql);
+  Expected<Cursor> statement(std::string_view sql);
   // Drops the prepared statements (the tables they name have changed).
   void forget_statements() { statements_.clear(); }
   // Runs `sql` (one or more statements, no results).
-  Status exec(const char* sql);
+  Done exec(const char* sql);
   // PRAGMA user_version: the schema version the file says it has.
-  Result<int> user_version();
+  Expected<int> user_version();
   // The rowid of the row the last INSERT added.
   std::int64_t last_insert_rowid() const;
   // Folds the WAL into the database and empties it, waiting up to `wait` for other
   // connections to let go of it: false when one did not.
-  Result<bool> checkpoint(std::chrono::milliseconds wait);
+  Expected<bool> checkpoint(std::chrono::milliseconds wait);
 
  private:
   struct Close {
@@ -91,11 +95,11 @@ class Database {
 // before commit() succeeded.
 class Transaction {
  public:
-  static Result<Transaction> begin(Database& db);
+  static Expected<Transaction> begin(Database& db);
   Transaction(Transaction&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
   Transaction& operator=(Transaction&&) = delete;
   ~Transaction();
-  Status commit();
+  Done commit();
 
  private:
   explicit Transaction(Database& db) : db_(&db) {}

@@ -57,14 +57,15 @@ void count_unindexed_records(const std::string& packs,
 
 void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
                                    const std::function<void(std::string_view)>& progress) {
+  // The catalog's failures are named in its own words, as its findings are.
   if (auto problems = catalog_->integrity_problems(); !problems) {
-    report.problems.push_back(problems.error());
+    report.problems.push_back(unprefixed_message(problems.fault()));
   } else if (!problems->empty()) {
     report.problems.push_back("catalog.db is damaged: " + *problems);
   }
   auto blobs = catalog_->all_blobs();
   if (!blobs) {
-    report.problems.push_back(blobs.error());
+    report.problems.push_back(unprefixed_message(blobs.fault()));
     return;
   }
   const std::string packs = root_ + "/packs";

@@ -13,6 +13,7 @@
 
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
+#include "format1_writer.hpp"
 #include "cli/archive_commands.hpp"
 #include "cli/retention_commands.hpp"
 #include "common/escape.hpp"
@@ -184,11 +185,64 @@ TEST_F(ArchiveCommandsTest, ForgetDryRunListsWhatThePolicyWouldRemove) {
   // Now, with the default policy, everything is recent: nothing would go.
   ASSERT_EQ(run({"forget", "--dry-run"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("would remove 0 of 5 versions"), std::string::npos) << out;
-  // Nothing was removed by either run, and forget without --dry-run refuses.
+  // Nothing was removed by either dry run.
   ASSERT_EQ(run({"versions", kept}, &out, &err), 0) << err;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);
-  EXPECT_EQ(run({"forget"}, &out, &err), 2);
-  EXPECT_NE(err.find("--dry-run"), std::string::npos) << err;
+  // Without --dry-run, forget removes what it listed, then collects.
+  args.erase(std::find(args.begin(), args.end(), "--dry-run"));
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  const auto applied = nlohmann::json::parse(out);
+  EXPECT_EQ(applied["versions_removed"], 4);
+  EXPECT_EQ(applied["collection"]["blobs_removed"], 3) << out;
+  ASSERT_EQ(run({"versions", kept}, &out, &err), 0) << err;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
+  EXPECT_EQ(out.substr(0, 2), "3\t");
+  EXPECT_NE(run({"versions", gone}, &out, &err), 0) << "a deleted path's history went whole";
+  // The kept path's two removed versions are told apart from damage; the deleted path's
+  // history went whole, so nothing of it is counted.
+  ASSERT_EQ(run({"verify"}, &out, &err), 0) << out;
+  EXPECT_NE(out.find("(2 removed by retention): OK"), std::string::npos) << out;
+  ASSERT_EQ(run({"restore", kept, "--to", dir_ / "kept"}, &out, &err), 0) << err;
+  EXPECT_EQ(read_file(dir_ / "kept"), "three");
+}
+
+TEST_F(ArchiveCommandsTest, PinKeepsAVersionThroughForget) {
+  const std::string path = dir_ / "src/pinned";
+  for (const char* content : {"first", "second"}) {
+    write_file(path, content);
+    archive_file(path);
+  }
+  std::string out;
+  std::string err;
+  ASSERT_EQ(run({"pin", path, "--version", "1"}, &out, &err), 0) << err;
+  EXPECT_EQ(run({"pin", path, "--version", "7"}, &out, &err), 1);
+  EXPECT_NE(err.find("no version 7"), std::string::npos) << err;
+  ASSERT_EQ(run({"forget", "--keep-within=0", "--keep-hourly=0", "--keep-daily=0",
+                 "--keep-weekly=0", "--now=@" + std::to_string(std::time(nullptr) + 86400)},
+                &out, &err),
+            0)
+      << err;
+  ASSERT_EQ(run({"versions", path}, &out, &err), 0) << err;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+  ASSERT_EQ(run({"restore", path, "--version", "1", "--to", dir_ / "v1"}, &out, &err), 0) << err;
+  EXPECT_EQ(read_file(dir_ / "v1"), "first");
+  ASSERT_EQ(run({"gc", "--json"}, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["blobs_removed"], 0) << out;
+}
+
+TEST_F(ArchiveCommandsTest, AFormat1ArchiveSaysItIsNeverThinned) {
+  archive::test::Format1Writer writer(archive_);
+  write_file(dir_ / "src/old", "old");
+  writer.update(dir_ / "src/old");
+  std::string out;
+  std::string err;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"forget"}, {"gc"}, {"pin", dir_ / "src/old"}}) {
+    EXPECT_EQ(run(args, &out, &err), 1) << args[0];
+    EXPECT_NE(err.find("format 1"), std::string::npos) << err;
+  }
+  // Listing what would go works: nothing would, as nothing is ever removed from it.
+  ASSERT_EQ(run({"forget", "--dry-run"}, &out, &err), 0) << err;
 }
 
 TEST_F(ArchiveCommandsTest, ForgetNamesTheKeyOfAnUnknownTimeZone) {

@@ -38,6 +38,14 @@ Version file_version(std::uint64_t number, const std::string& content) {
   return out;
 }
 
+// Adds file version `v` of `path` to `batch` with a blob for each chunk it names: a commit
+// takes only versions whose blobs are in the catalog or the batch (FORMAT.md, "Collection").
+void add_file(CatalogBatch& batch, const std::string& path, const Version& v) {
+  batch.add_version(path, v);
+  for (const auto& id : v.chunks)
+    batch.add_blob(id, BlobRef{"ffeeddccbbaa99887766554433221100", 16, 40, 2});
+}
+
 Catalog open_catalog(const std::string& file) {
   auto catalog = Catalog::open(file, OpenMode::ReadWrite);
   EXPECT_TRUE(catalog) << catalog.error();
@@ -49,7 +57,7 @@ TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
   Catalog catalog = open_catalog(dir / "catalog.db");
   const std::string odd("/src/d\n\t%\xff/f\x01", 13);  // any byte but NUL, raw
   CatalogBatch batch;
-  batch.add_version(odd, file_version(1, "one"));
+  add_file(batch, odd, file_version(1, "one"));
   Version link;
   link.number = 1;
   link.op = Op::Update;
@@ -60,7 +68,7 @@ TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
   Version moved = file_version(2, "two");
   moved.op = Op::Move;
   moved.moved_from = "/elsewhere/x";
-  batch.add_version(odd, moved);
+  add_file(batch, odd, moved);
   batch.add_blob(sha256_hex("one"), BlobRef{"00112233445566778899aabbccddeeff", 16, 40, 3});
   EXPECT_EQ(batch.latest(odd)->number, 2u);
   ASSERT_TRUE(catalog.commit(batch));
@@ -102,8 +110,8 @@ TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
   EXPECT_EQ(*root, std::vector<std::string>{"/src"});
   // A sibling whose name begins like the directory's is not within it.
   CatalogBatch sibling;
-  sibling.add_version("/src0/x", file_version(1, "x"));
-  sibling.add_version("/src-other", file_version(1, "y"));
+  add_file(sibling, "/src0/x", file_version(1, "x"));
+  add_file(sibling, "/src-other", file_version(1, "y"));
   ASSERT_TRUE(catalog.commit(sibling));
   EXPECT_EQ(catalog.paths_within("/src")->size(), 4u);
 
@@ -120,12 +128,12 @@ TEST(Catalog, ABatchWithATakenNumberCommitsNothing) {
   test::TempDir dir;
   Catalog catalog = open_catalog(dir / "catalog.db");
   CatalogBatch first;
-  first.add_version("/a", file_version(1, "a1"));
+  add_file(first, "/a", file_version(1, "a1"));
   ASSERT_TRUE(catalog.commit(first));
   CatalogBatch clash;
-  clash.add_version("/b", file_version(1, "b1"));
+  add_file(clash, "/b", file_version(1, "b1"));
   clash.add_blob(sha256_hex("b1"), BlobRef{"00112233445566778899aabbccddeeff", 16, 40, 2});
-  clash.add_version("/a", file_version(1, "a1 again"));
+  add_file(clash, "/a", file_version(1, "a1 again"));
   auto done = catalog.commit(clash);
   ASSERT_FALSE(done);
   EXPECT_EQ(done.fault().outcome, Outcome::FailedRetry);
@@ -134,13 +142,13 @@ TEST(Catalog, ABatchWithATakenNumberCommitsNothing) {
   EXPECT_EQ(catalog.versions("/a")->size(), 1u);
   // And the catalog still takes the next batch.
   CatalogBatch next;
-  next.add_version("/a", file_version(2, "a2"));
+  add_file(next, "/a", file_version(2, "a2"));
   ASSERT_TRUE(catalog.commit(next));
   EXPECT_EQ(catalog.versions("/a")->size(), 2u);
   // The node and the pack the failed batch added are gone, and so are their ids from what
   // the catalog remembers: a path beneath /b and a blob in the same pack go in anew.
   CatalogBatch beneath;
-  beneath.add_version("/b/c", file_version(1, "c1"));
+  add_file(beneath, "/b/c", file_version(1, "c1"));
   beneath.add_blob(sha256_hex("c1"), BlobRef{"00112233445566778899aabbccddeeff", 56, 40, 2});
   auto added = catalog.commit(beneath);
   ASSERT_TRUE(added) << added.fault().message;
@@ -165,7 +173,7 @@ TEST(Catalog, TwoProcessesCommitToOneCatalog) {
       if (!catalog) ::_exit(2);
       for (int i = 1; i <= kPerWriter; ++i) {
         CatalogBatch batch;
-        batch.add_version("/w" + std::to_string(w), file_version(i, std::to_string(i)));
+        add_file(batch, "/w" + std::to_string(w), file_version(i, std::to_string(i)));
         if (!catalog->commit(batch)) ::_exit(3);
       }
       ::_exit(0);
@@ -195,7 +203,7 @@ TEST(Catalog, LookUpsBetweenCommitsLeaveNoReadOpenAndTheWalStaysBounded) {
   // open, and no checkpoint could then empty the WAL.
   for (int i = 1; i <= 3000; ++i) {
     CatalogBatch batch;
-    batch.add_version("/one", file_version(i, std::to_string(i)));
+    add_file(batch, "/one", file_version(i, std::to_string(i)));
     batch.add_blob(sha256_hex(std::to_string(i)),
                    BlobRef{"00112233445566778899aabbccddeeff", 16, 40, 2});
     ASSERT_TRUE(catalog.commit(batch));
@@ -226,7 +234,7 @@ TEST(Catalog, AReaderRefusesACatalogNotYetSetUpAndReadsItOnceItIs) {
   EXPECT_NE(early.error().find("not set up yet"), std::string::npos) << early.error();
   Catalog writer = open_catalog(file);
   CatalogBatch batch;
-  batch.add_version("/a", file_version(1, "a"));
+  add_file(batch, "/a", file_version(1, "a"));
   ASSERT_TRUE(writer.commit(batch));
   auto reader = Catalog::open(file, OpenMode::ReadOnly);
   ASSERT_TRUE(reader) << reader.error();
@@ -244,12 +252,12 @@ TEST(Catalog, ASchemaNewerThanThisReleaseIsRefusedAndLeftAsItIs) {
   {
     auto db = sqlite::Database::open(file, true);
     ASSERT_TRUE(db) << db.error();
-    ASSERT_TRUE(db->exec("PRAGMA user_version = 4"));
+    ASSERT_TRUE(db->exec("PRAGMA user_version = 5"));
   }
   for (const OpenMode mode : {OpenMode::ReadOnly, OpenMode::ReadWrite}) {
     auto catalog = Catalog::open(file, mode);
     ASSERT_FALSE(catalog);
-    EXPECT_NE(catalog.error().find("schema version 4, newer than this release reads (3)"),
+    EXPECT_NE(catalog.error().find("schema version 5, newer than this release reads (4)"),
               std::string::npos)
         << catalog.error();
   }
@@ -257,7 +265,7 @@ TEST(Catalog, ASchemaNewerThanThisReleaseIsRefusedAndLeftAsItIs) {
   ASSERT_TRUE(db) << db.error();
   auto version = db->user_version();
   ASSERT_TRUE(version) << version.error();
-  EXPECT_EQ(*version, 4);
+  EXPECT_EQ(*version, 5);
 }
 
 // The SQLite layer's write transaction is rolled back when it ends before its commit.
@@ -295,7 +303,7 @@ TEST(Catalog, FoldingTheJournalWaitsForReadersNoLongerThanAsked) {
   const std::string file = dir / "catalog.db";
   Catalog catalog = open_catalog(file);
   CatalogBatch batch;
-  batch.add_version("/a", file_version(1, "a"));
+  add_file(batch, "/a", file_version(1, "a"));
   ASSERT_TRUE(catalog.commit(batch));
   auto reader = sqlite::Database::open(file, false);
   ASSERT_TRUE(reader) << reader.error();

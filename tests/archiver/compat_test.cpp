@@ -14,6 +14,7 @@
 #include <string>
 
 #include "archive/format2/catalog.hpp"
+#include "archive/format2/catalog_schema.hpp"
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
@@ -175,7 +176,7 @@ TEST_F(Format2Catalog1Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverythin
   {
     auto store = Store::open(archive(), Store::Mode::ReadWrite);
     ASSERT_TRUE(store) << store.error();
-    EXPECT_EQ(schema(), 3);
+    EXPECT_EQ(schema(), kCatalogSchema);
     expect_the_old_archive(*store);
 
     // New versions beside the old: a new path in an old folder (its parent found by name
@@ -211,13 +212,13 @@ TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
 
   auto writer = Catalog::open(archive() + "/catalog.db", OpenMode::ReadWrite);
   ASSERT_TRUE(writer) << writer.error();
-  ASSERT_EQ(writer->schema_version(), 3);
+  ASSERT_EQ(writer->schema_version(), kCatalogSchema);
 
-  // The reader's statements named schema 1's tables: it notices and reads schema 3.
+  // The reader's statements named schema 1's tables: it notices and reads the new schema.
   auto after = reader->paths_within(kSource);
   ASSERT_TRUE(after) << after.error();
   EXPECT_EQ(*after, *before);
-  EXPECT_EQ(reader->schema_version(), 3);
+  EXPECT_EQ(reader->schema_version(), kCatalogSchema);
   auto blob_after = reader->blob((*notes)->chunks.front());
   ASSERT_TRUE(blob_after && *blob_after) << (blob_after ? "" : blob_after.error());
   EXPECT_EQ((*blob_after)->pack, (*blob)->pack);
@@ -250,7 +251,7 @@ TEST_F(Format2Catalog2Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
 
   auto writer = Catalog::open(archive() + "/catalog.db", OpenMode::ReadWrite);
   ASSERT_TRUE(writer) << writer.error();
-  ASSERT_EQ(writer->schema_version(), 3);
+  ASSERT_EQ(writer->schema_version(), kCatalogSchema);
 
   // Its statements still work on the table with one more column: it reads on as schema 2.
   auto after = reader->latest(kSource + "/notes.txt");
@@ -267,7 +268,7 @@ TEST_F(Format2Catalog2Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverythin
   {
     auto store = Store::open(archive(), Store::Mode::ReadWrite);
     ASSERT_TRUE(store) << store.error();
-    EXPECT_EQ(schema(), 3);
+    EXPECT_EQ(schema(), kCatalogSchema);
     expect_the_old_archive(*store);
     // The old versions read nothing of the queue; a new one records its request's horizon.
     EXPECT_EQ(store->versions(kSource + "/notes.txt")->back().read_after, 0);

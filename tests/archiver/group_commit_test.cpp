@@ -21,7 +21,7 @@ using Close = GroupCommit::Close;
 class FakeGroups final : public GroupStore {
  public:
   void begin_group() override { ++begun; }
-  void close_group(std::function<void(const Status&)> on_durable) override {
+  void close_group(std::function<void(const archive::Done&)> on_durable) override {
     closing.push_back(std::move(on_durable));
     ++closed;
   }
@@ -32,7 +32,7 @@ class FakeGroups final : public GroupStore {
   }
   bool syncing() const override { return busy; }
   std::uint64_t staged_bytes() const override { return staged; }
-  Status flush() override {
+  archive::Done flush() override {
     ++flushes;
     while (!closing.empty()) durable();
     return Ok{};
@@ -40,7 +40,7 @@ class FakeGroups final : public GroupStore {
 
   // The oldest closed group is made durable (Ok) or lost (an error): the store runs the
   // `on_durable` of its groups in the order they were closed.
-  void durable(const Status& status = Ok{}) {
+  void durable(const archive::Done& status = Ok{}) {
     ASSERT_FALSE(closing.empty());
     auto on_durable = std::move(closing.front());
     closing.pop_front();
@@ -54,7 +54,7 @@ class FakeGroups final : public GroupStore {
   bool busy = false;       // syncing an earlier group
   bool sync_done = false;  // ... and the next advance() sees it done
   std::uint64_t staged = 0;
-  std::deque<std::function<void(const Status&)>> closing;  // closed, not yet durable
+  std::deque<std::function<void(const archive::Done&)>> closing;  // closed, not yet durable
 };
 
 Response complete(std::int64_t id) {
@@ -236,7 +236,7 @@ TEST_F(GroupCommitTest, ALostGroupAnswersItsCompletesFailedRetryWithTheStoresErr
   commit_.add(failed(3, Outcome::FailedRetry, "changed while being read"));
   commit_.add(complete(4));
   EXPECT_TRUE(commit_.after_request(false, false));
-  store_.durable(Error{"archive: fdatasync: I/O error"});
+  store_.durable(archive::retry("archive: fdatasync: I/O error"));
   ASSERT_EQ(written_.size(), 1u);
   const auto& answers = written_[0];
   EXPECT_EQ(ids(answers), (std::vector<std::int64_t>{1, 2, 3, 4}));

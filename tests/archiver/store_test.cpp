@@ -895,7 +895,7 @@ TEST_F(StoreTest, TwoGroupsWantingEachOthersPathsDoNotDeadlock) {
   // Each closes its group once its request is done, as an archiver does when no further
   // request waits (a group left open for ever would hold its slots for ever).
   ArchiveResult from_a;
-  Status flushed_a = Ok{};
+  Done flushed_a = Ok{};
   std::thread t([&] {
     from_a = a.update(dir_ / "src/y");
     flushed_a = a.flush();
@@ -921,7 +921,7 @@ TEST_F(StoreTest, ClosedGroupsCommitInOrderWhileTheNextGroupReadsThem) {
   std::mutex mutex;
   std::vector<int> answered;
   const auto answer = [&](int group) {
-    return [&, group](const Status& durable) {
+    return [&, group](const Done& durable) {
       EXPECT_TRUE(durable) << durable.error();
       std::lock_guard lock(mutex);
       answered.push_back(group);
@@ -984,7 +984,7 @@ TEST_F(StoreTest, AFailedGroupLosesTheGroupsAfterItAndNothingOfThemIsUsedLater) 
   std::mutex mutex;
   std::map<int, bool> answered;  // group -> durable
   const auto answer = [&](int group) {
-    return [&, group](const Status& durable) {
+    return [&, group](const Done& durable) {
       std::lock_guard lock(mutex);
       answered[group] = static_cast<bool>(durable);
     };

@@ -1,0 +1,63 @@
+// The facade's retention and collection (archive/store.hpp): forget, pins, collect.
+#include <fmt/format.h>
+
+#include "archive/forget.hpp"
+#include "archive/paths.hpp"
+#include "archive/store.hpp"
+#include "archive/store_impl.hpp"
+#include "common/escape.hpp"
+
+namespace tw::archive {
+namespace {
+
+// The layout that may change the archive, or why there is none: a format-1 archive is read
+// only, as is a store opened read-only.
+Expected<WritableLayout*> changing(const Store::Impl& impl, std::string_view what) {
+  if (impl.writer != nullptr) return impl.writer;
+  if (impl.layout->format() == ArchiveFormat::V1) {
+    return permanent(fmt::format(
+        "{}: the archive at {} is in format 1, which this release reads but never changes "
+        "(archive/FORMAT.md, \"Appendix: format 1\"): restore it, and archive it again into "
+        "a new backup root, to thin its versions",
+        what, shown_path(impl.root)));
+  }
+  return permanent(fmt::format("{}: archive {} is open read-only", what, shown_path(impl.root)));
+}
+
+}  // namespace
+
+Expected<ForgetReport> Store::forget(const RetentionPolicy& policy, std::int64_t now_ns,
+                                     const ForgetOptions& options) {
+  TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "forget"));
+  return forget_versions(*writer, writer, policy, now_ns, options);
+}
+
+Expected<ForgetReport> Store::plan_forget(const RetentionPolicy& policy, std::int64_t now_ns,
+                                          const ForgetOptions& options) const {
+  // A dry run changes nothing: it runs over the layout as read, whatever the mode.
+  return forget_versions(*impl_->layout, nullptr, policy, now_ns, options);
+}
+
+Done Store::pin(std::string_view raw, std::uint64_t number, bool pinned) {
+  TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, pinned ? "pin" : "unpin"));
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  return writer->set_pin(path, number, pinned);
+}
+
+Expected<std::set<std::uint64_t>> Store::pins(std::string_view raw) const {
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  return impl_->layout->pinned(path);
+}
+
+Expected<KeptMoments> Store::kept_moments() const { return impl_->layout->kept_moments(); }
+
+Expected<CollectReport> Store::collect(const CollectOptions& options) {
+  TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "collect"));
+  return writer->collect(options);
+}
+
+Expected<std::optional<CollectReport>> Store::last_collection() const {
+  return impl_->layout->last_collection();
+}
+
+}  // namespace tw::archive
