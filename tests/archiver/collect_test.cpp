@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <atomic>
 #include <map>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,10 +24,14 @@
 #include "archive/store.hpp"
 #include "archive/timefmt.hpp"
 #include "archive_test_util.hpp"
+#include "common/escape.hpp"
+#include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
 
+using test::ArchiverProcess;
+using test::fields;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
@@ -372,6 +378,97 @@ TEST_F(CollectTest, APackAWriterHoldsIsLeftAloneUntilItsBlobsAreCommitted) {
   ASSERT_TRUE(writer.flush());
   EXPECT_EQ(restored_at(writer, second, clock_), noise(40'000, 12));
   expect_verified(writer);
+}
+
+// Two timewarp-archiver processes archive files whose contents come and go from a small
+// pool (so new versions deduplicate against blobs a collection is condemning or removing),
+// while forget and collections run beside them over and over. Every answer is COMPLETE or
+// FAILED RETRY (run again); at the end every file restores as it is on disk and the archive
+// verifies.
+TEST_F(CollectTest, ArchiversKeepArchivingWhileCollectionsRun) {
+  constexpr int kFiles = 12;
+  constexpr int kRounds = 60;
+  std::vector<std::string> pool;
+  for (int i = 0; i < 6; ++i) pool.push_back(noise(20'000 + 1000 * i, 300 + i));
+  ArchiverProcess::Options o;
+  o.args = {"--backup-root=" + archive_, "--log-level=error"};
+  ArchiverProcess first(o);
+  ArchiverProcess second(o);
+  { Store created = open(); }  // the archive exists before the collector looks at it
+  std::atomic<bool> stop{false};
+  std::atomic<int> collections{0};
+  std::string collector_error;
+  std::thread collector([&] {
+    auto store = Store::open(archive_, Store::Mode::ReadWrite);
+    if (!store) {
+      collector_error = store.error();
+      return;
+    }
+    while (!stop.load()) {
+      // Ten days on, one midnight kept: every version but each path's latest goes.
+      auto forgot = store->forget(daily(1), now_ns() + 10 * kDay, {});
+      auto collected = forgot ? store->collect({}) : Expected<CollectReport>(forgot.fault());
+      if (!collected) {
+        collector_error = collected.error();
+        return;
+      }
+      ++collections;
+    }
+  });
+  std::mt19937 rng(42);
+  std::uint64_t id = 0;
+  int retried = 0;
+  std::map<std::string, std::string> on_disk;
+  for (int round = 0; round < kRounds && collector_error.empty(); ++round) {
+    for (int k = 0; k < 4; ++k) {
+      const std::string path = src_ + fmt::format("/f{}", rng() % kFiles);
+      if (rng() % 5 == 0 && on_disk.count(path) > 0) {
+        ASSERT_EQ(::unlink(path.c_str()), 0);
+        on_disk.erase(path);
+      } else {
+        on_disk[path] = pool[rng() % pool.size()];
+        write_file(path, on_disk[path]);
+      }
+      ArchiverProcess& archiver = (k % 2 == 0) ? first : second;
+      // A commit a collection or a forget overtook answers FAILED RETRY: sent again.
+      for (int attempt = 0;; ++attempt) {
+        ASSERT_LT(attempt, 20) << path;
+        auto answer = archiver.request(fmt::format("{}\tUPDATE\t{}", ++id, escape_bytes(path)));
+        ASSERT_TRUE(answer);
+        const auto f = fields(*answer);
+        if (f[1] == "COMPLETE") break;
+        ASSERT_EQ(f[2], "RETRY") << *answer;
+        ++retried;
+      }
+    }
+  }
+  stop = true;
+  collector.join();
+  ASSERT_EQ(collector_error, "");
+  EXPECT_GT(collections.load(), 0);
+  RecordProperty("collections", collections.load());
+  RecordProperty("retried", retried);
+  std::printf("%d collections beside %llu requests, %d answered FAILED RETRY and sent again\n",
+              collections.load(), static_cast<unsigned long long>(id), retried);
+  first.close_stdin();
+  second.close_stdin();
+  EXPECT_EQ(first.wait(), 0);
+  EXPECT_EQ(second.wait(), 0);
+  Store store = open();
+  ASSERT_TRUE(store.collect({}));
+  expect_verified(store);
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string path = src_ + fmt::format("/f{}", i);
+    RestoreOptions options;
+    options.destination = dir_ / fmt::format("final-{}", i);
+    auto restored = store.restore(path, options);
+    if (on_disk.count(path) == 0) {
+      EXPECT_FALSE(restored) << path << " is deleted on disk";
+      continue;
+    }
+    ASSERT_TRUE(restored) << restored.error();
+    EXPECT_EQ(read_file(options.destination), on_disk[path]) << path;
+  }
 }
 
 TEST_F(CollectTest, AKillAtEveryStepOfACollectionLosesNothingKept) {
