@@ -202,6 +202,7 @@ struct VerifyReport {
   std::uint64_t versions = 0;
   std::uint64_t forgotten = 0;             // versions retention removed (not damage)
   std::uint64_t unreferenced_objects = 0;  // left by interrupted work; harmless
+  std::uint64_t reclaimable_packs = 0;     // empty packs a full disk or a kill left; harmless
   std::vector<std::string> problems;       // one line each: damaged objects and who uses them
   std::vector<std::string> warnings;       // not damage: an archive readable by others
   bool ok() const { return problems.empty(); }

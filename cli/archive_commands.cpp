@@ -155,8 +155,11 @@ int run_verify(const Config& config) {
       store->verify([](std::string_view line) { spdlog::info("verify: {}", line); });
   for (const auto& problem : report.problems) std::cout << shown_text(problem) << "\n";
   // Versions retention removed are not damage: said apart, when there are any.
-  const std::string removed =
+  std::string removed =
       report.forgotten == 0 ? "" : fmt::format(" ({} removed by retention)", report.forgotten);
+  if (report.reclaimable_packs > 0) {
+    removed += fmt::format("; {} empty packs (timewarp gc removes them)", report.reclaimable_packs);
+  }
   std::cout << fmt::format(
       "verified {} objects ({} unreferenced), {} histories, {} versions{}: {}\n", report.objects,
       report.unreferenced_objects, report.histories, report.versions, removed,

@@ -2,6 +2,7 @@
 // blob read from its pack, decompressed and re-hashed, pack by pack in file order; every
 // blob a version names found in the index; pack records no commit names counted.
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -40,14 +41,22 @@ void count_unindexed_records(const std::string& packs,
     for (const auto& name : list_dir(packs + "/" + bucket)) {
       UniqueFd fd(
           ::open((packs + "/" + bucket + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+      const std::string pack_name = name.size() > 5 ? name.substr(0, name.size() - 5) : name;
+      const auto indexed = indexed_per_pack[pack_name];
       std::uint64_t records = 0;
       if (!fd || !scan_pack(fd.get(), [&](const BlobHeader&) { ++records; })) {
+        // A pack no blob lives in, cut short before its first line was whole (a writer
+        // killed, or a full disk, as it began): nothing to read, for a collection to remove.
+        struct stat st {};
+        if (fd && indexed == 0 && ::fstat(fd.get(), &st) == 0 &&
+            static_cast<std::uint64_t>(st.st_size) < kPackMagic.size()) {
+          ++report.reclaimable_packs;
+          continue;
+        }
         report.problems.push_back(
             fmt::format("packs/{}/{} is not a readable pack", bucket, shown_path(name)));
         continue;
       }
-      const std::string pack_name = name.size() > 5 ? name.substr(0, name.size() - 5) : name;
-      const auto indexed = indexed_per_pack[pack_name];
       if (records > indexed) report.unreferenced_objects += records - indexed;
     }
   }

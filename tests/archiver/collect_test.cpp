@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <atomic>
 #include <map>
 #include <random>
 #include <thread>
@@ -346,6 +346,10 @@ TEST_F(CollectTest, TornTailsAndEmptyPacksAreReclaimed) {
   }
   std::filesystem::create_directories(archive_ + "/packs/00");
   write_file(archive_ + "/packs/00/00000000000000000000000000000000.pack", "");
+  // Before the collection, verify counts both as reclaimable, not damage.
+  const VerifyReport before = store.verify();
+  EXPECT_TRUE(before.ok()) << (before.problems.empty() ? "" : before.problems.front());
+  EXPECT_EQ(before.reclaimable_packs, 1u);
   auto collected = store.collect({});
   ASSERT_TRUE(collected) << collected.error();
   EXPECT_EQ(collected->packs_deleted, 1u);
@@ -354,6 +358,7 @@ TEST_F(CollectTest, TornTailsAndEmptyPacksAreReclaimed) {
   const VerifyReport verified = store.verify();
   EXPECT_TRUE(verified.ok());
   EXPECT_EQ(verified.unreferenced_objects, 0u);
+  EXPECT_EQ(verified.reclaimable_packs, 0u);
   EXPECT_EQ(restored_at(store, file, clock_), noise(100'000, 3));
 }
 
