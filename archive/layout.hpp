@@ -131,6 +131,9 @@ class WritableLayout : public Layout {
   // latest stays unless it is still the latest and the whole history goes.
   virtual Expected<KeptMoments> record_kept(const KeptMoments& kept) = 0;
   virtual Done drop_versions(const std::vector<DroppedVersions>& dropped) = 0;
+  // Removes every version of `path` and beneath, and marks what they named to be shredded
+  // by the next collection; with `dry_run`, only counts.
+  virtual Expected<PurgeReport> purge(std::string_view path, bool dry_run) = 0;
   // Pins (or unpins) version `number` of `path`.
   virtual Done set_pin(std::string_view path, std::uint64_t number, bool pinned) = 0;
   // Frees what no version names (FORMAT.md, "Collection"), beside running writers.

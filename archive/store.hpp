@@ -122,6 +122,10 @@ class Store {
                                 const ForgetOptions& options);
   Expected<ForgetReport> plan_forget(const RetentionPolicy& policy, std::int64_t now_ns,
                                      const ForgetOptions& options) const;
+  // Removes every version of `path` and of every path beneath it, the latest and pinned
+  // ones included (a secret archived by mistake); the next collection removes the blobs
+  // they named and rewrites the packs that held them. With `dry_run`, only counts.
+  Expected<PurgeReport> purge(std::string_view path, bool dry_run);
   // Pins (or unpins) version `number` of `path`: retention never removes a pinned version.
   Done pin(std::string_view path, std::uint64_t number, bool pinned);
   Expected<std::set<std::uint64_t>> pins(std::string_view path) const;

@@ -38,6 +38,12 @@ Expected<ForgetReport> Store::plan_forget(const RetentionPolicy& policy, std::in
   return forget_versions(*impl_->layout, nullptr, policy, now_ns, options);
 }
 
+Expected<PurgeReport> Store::purge(std::string_view raw, bool dry_run) {
+  TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "purge"));
+  TRY_ASSIGN(const std::string path, normalize_path(raw));
+  return writer->purge(path, dry_run);
+}
+
 Done Store::pin(std::string_view raw, std::uint64_t number, bool pinned) {
   TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, pinned ? "pin" : "unpin"));
   TRY_ASSIGN(const std::string path, normalize_path(raw));

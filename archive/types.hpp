@@ -137,6 +137,15 @@ struct DroppedVersions {
   std::uint64_t latest = 0;
 };
 
+// What a purge removed (or would): FORMAT.md, "Retention".
+struct PurgeReport {
+  std::uint64_t paths = 0;          // paths with a history, at or beneath the one purged
+  std::uint64_t versions = 0;       // their versions, all removed
+  std::uint64_t content_bytes = 0;  // file bytes of those versions, before dedup
+  std::uint64_t blobs = 0;          // blobs they named, condemned
+  std::uint64_t packs = 0;          // packs that hold them, to be rewritten
+};
+
 // How a collection runs (FORMAT.md, "Collection").
 struct CollectOptions {
   // A pack is rewritten when at least this share of its bytes is dead (else only a dead

@@ -1,7 +1,10 @@
 #include "cli/retention_commands.hpp"
 
+#include <sys/stat.h>
+
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +129,34 @@ ar::Expected<ar::Store> open_changing(const Config& config) {
   return ar::Store::open(config.backup_root, ar::Store::Mode::ReadWrite);
 }
 
+// The PATH argument and the archive opened to change it; a failure is printed (exit 2).
+struct Target {
+  std::string path;
+  std::optional<ar::Store> store;
+};
+Target path_and_store(std::string_view command, const Config& config, const std::string& arg,
+                      bool escaped) {
+  auto path = command_line_path(arg, escaped);
+  if (!path) {
+    fail(command, path.error(), 2);
+    return {};
+  }
+  auto store = open_changing(config);
+  if (!store) {
+    fail(command, store.error(), 2);
+    return {};
+  }
+  return {std::move(*path), std::move(*store)};
+}
+
+// The collection after versions were removed, unless `skip`.
+ar::Expected<std::optional<ar::CollectReport>> collect_after(ar::Store& store, bool skip) {
+  if (skip) return std::optional<ar::CollectReport>();
+  auto gc = store.collect({});
+  if (!gc) return ar::retry(fmt::format("versions removed; collection failed: {}", gc.error()));
+  return std::optional<ar::CollectReport>(*gc);
+}
+
 int run_forget(const Config& config, const ForgetArgs& args) {
   constexpr std::string_view kCmd = "forget";
   if (auto zone = ar::use_time_zone(config.retention_timezone); !zone) {
@@ -148,13 +179,9 @@ int run_forget(const Config& config, const ForgetArgs& args) {
   auto report = args.dry_run ? store->plan_forget(policy, now_ns, options)
                              : store->forget(policy, now_ns, options);
   if (!report) return fail(kCmd, report.error(), 1);
-  std::optional<ar::CollectReport> collected;
-  if (!args.dry_run && !args.no_gc) {
-    auto gc = store->collect({});
-    if (!gc)
-      return fail(kCmd, fmt::format("versions removed; collection failed: {}", gc.error()), 1);
-    collected = *gc;
-  }
+  auto gc = collect_after(*store, args.dry_run || args.no_gc);
+  if (!gc) return fail(kCmd, gc.error(), 1);
+  const std::optional<ar::CollectReport>& collected = *gc;
   if (args.json) {
     auto out = report_json(config, *report, removals, now_ns);
     if (collected) out["collection"] = collect_json(*collected);
@@ -198,25 +225,90 @@ struct PinArgs {
 
 int run_pin(const Config& config, const PinArgs& args) {
   constexpr std::string_view kCmd = "pin";
-  auto path = command_line_path(args.path, args.escaped);
-  if (!path) return fail(kCmd, path.error(), 2);
-  auto store = open_changing(config);
-  if (!store) return fail(kCmd, store.error(), 2);
+  auto [path, store] = path_and_store(kCmd, config, args.path, args.escaped);
+  if (!store) return 2;
   std::uint64_t number = 0;
   if (args.version) {
     number = *args.version;
   } else {
-    auto history = store->versions(*path);
+    auto history = store->versions(path);
     if (!history) return fail(kCmd, history.error(), 1);
     if (history->empty())
-      return fail(kCmd, fmt::format("{} was never archived", shown_path(*path)), 1);
+      return fail(kCmd, fmt::format("{} was never archived", shown_path(path)), 1);
     number = history->back().number;
   }
-  if (auto done = store->pin(*path, number, !args.remove); !done)
-    return fail(kCmd, done.error(), 1);
+  if (auto done = store->pin(path, number, !args.remove); !done) return fail(kCmd, done.error(), 1);
   std::cout << fmt::format("{} version {} of {}\n", args.remove ? "unpinned" : "pinned", number,
-                           shown_path(*path));
+                           shown_path(path));
   return 0;
+}
+
+struct PurgeArgs {
+  std::string path;
+  bool escaped = false;
+  bool dry_run = false;
+  bool json = false;
+  bool no_gc = false;
+};
+
+int run_purge(const Config& config, const PurgeArgs& args) {
+  constexpr std::string_view kCmd = "purge";
+  auto [path, store] = path_and_store(kCmd, config, args.path, args.escaped);
+  if (!store) return 2;
+  auto report = store->purge(path, args.dry_run);
+  if (!report) return fail(kCmd, report.error(), 1);
+  auto gc = collect_after(*store, args.dry_run || args.no_gc);
+  if (!gc) return fail(kCmd, gc.error(), 1);
+  const std::optional<ar::CollectReport>& collected = *gc;
+  struct stat st {};
+  const bool still_there = ::lstat(path.c_str(), &st) == 0;
+  if (args.json) {
+    nlohmann::json out = {{"path", escape_bytes(path)},
+                          {"dry_run", args.dry_run},
+                          {"paths", report->paths},
+                          {"versions", report->versions},
+                          {"content_bytes", report->content_bytes},
+                          {"blobs", report->blobs},
+                          {"packs", report->packs},
+                          {"still_on_disk", still_there}};
+    if (collected) out["collection"] = collect_json(*collected);
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format(
+        "{} {} versions of {} paths at or beneath {} ({} bytes of file content; {} blobs in {} "
+        "packs)\n",
+        args.dry_run ? "would purge" : "purged", report->versions, report->paths, shown_path(path),
+        report->content_bytes, report->blobs, report->packs);
+    if (collected) std::cout << collect_text(*collected);
+  }
+  if (still_there) {
+    std::cerr << fmt::format(
+        "timewarp purge: {} is still on disk: the next change to it archives it again; delete "
+        "it, or exclude it from the sources, first\n",
+        shown_path(path));
+  }
+  if (collected && collected->packs_busy > 0) {
+    std::cerr << "timewarp purge: some packs are open in a running archiver: run timewarp gc "
+                 "again once it has moved on, to rewrite them\n";
+  }
+  std::cout.flush();
+  return 0;
+}
+
+void add_purge(CLI::App& app, Config& config, std::function<int()>& run) {
+  auto args = std::make_shared<PurgeArgs>();
+  auto* purge = app.add_subcommand(
+      "purge", "remove every version of PATH and of what is beneath it, then collect");
+  purge->fallthrough();
+  purge->add_option("PATH", args->path, "the file or directory (absolute, or relative to here)")
+      ->required();
+  purge->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
+  purge->add_flag("-n,--dry-run", args->dry_run, "only count what would go");
+  purge->add_flag("--json", args->json, "print the result as JSON");
+  purge->add_flag("--no-gc", args->no_gc, "do not collect afterwards (timewarp gc does)");
+  purge->footer("Example: timewarp purge /home/ann/.ssh/id_ed25519");
+  purge->callback(
+      [&config, &run, args] { run = [&config, args] { return run_purge(config, *args); }; });
 }
 
 void add_forget(CLI::App& app, Config& config, std::function<int()>& run) {
@@ -268,6 +360,7 @@ void add_retention_commands(CLI::App& app, Config& config, std::function<int()>&
   add_forget(app, config, run);
   add_gc(app, config, run);
   add_pin(app, config, run);
+  add_purge(app, config, run);
 }
 
 }  // namespace tw

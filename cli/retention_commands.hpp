@@ -1,7 +1,8 @@
 // The operator tool's retention subcommands: `forget` (the retention policy, the keep_*
 // keys of archive/retention.hpp, applied now, then a collection; with --dry-run only listed),
-// `gc` (a collection: the space of what no version names freed, beside running archivers)
-// and `pin` (a version kept whatever the policy says). For a person or as JSON. They work
+// `gc` (a collection: the space of what no version names freed, beside running archivers),
+// `pin` (a version kept whatever the policy says) and `purge` (every version of a path and
+// of what is beneath it removed, the packs that held them rewritten). For a person or as JSON. They work
 // from the backup root alone. Not thread-safe: call from main only.
 #pragma once
 

@@ -113,6 +113,10 @@ class Catalog {
   Done set_pin(std::string_view path, std::uint64_t number, bool pin);
   // Removes versions in one transaction (WritableLayout::drop_versions).
   Done drop_versions(const std::vector<DroppedVersions>& dropped);
+  // Removes every version of `path` and of every path beneath it, pinned ones and the
+  // latest included; condemns the blobs they named and marks their packs to be rewritten
+  // (WritableLayout::purge). With `dry_run`, only counts.
+  Expected<PurgeReport> purge(std::string_view path, bool dry_run);
 
   // --- Collection (catalog_collect.cpp; FORMAT.md, "Collection").
   // Adds a collection to the log: its number.
@@ -122,6 +126,9 @@ class Catalog {
   // Removes, takes back and condemns as `marks` says, each re-checked in short
   // transactions (`collection` is this collection's number).
   Expected<SweptBlobs> apply_marks(const BlobMarks& marks, std::int64_t collection);
+  // The packs a purge marked: rewritten whatever their dead share; unmarked once done.
+  Expected<std::set<std::int64_t>> shredded_packs();
+  Done unshred(std::int64_t pack);
   // Every pack row with its use; the blobs of one, in pack order.
   Expected<std::vector<PackUsage>> pack_usage();
   Expected<std::vector<PackedBlob>> blobs_in_pack(std::int64_t pack);

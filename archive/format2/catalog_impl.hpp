@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -282,6 +283,8 @@ struct Catalog::Impl {
   // Retention and collection (catalog_retention.cpp, catalog_collect.cpp).
   Expected<KeptMoments> kept();
   Done drop(const DroppedVersions& dropped);
+  Done purge_node(std::int64_t node, bool dry_run, std::int64_t collection, PurgeReport& report,
+                  std::set<std::int64_t>& packs);
   Done mark_versions(std::vector<std::uint64_t>& bits, const std::function<bool()>& cancelled);
   Done sort_blobs(const std::vector<std::uint64_t>& bits, BlobMarks& marks);
   Done drop_pack_row(std::int64_t pack);

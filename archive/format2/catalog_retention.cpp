@@ -165,4 +165,91 @@ Done Catalog::drop_versions(const std::vector<DroppedVersions>& dropped) {
   });
 }
 
+// One path's versions counted, and unless `dry_run` removed, its blobs condemned (as of the
+// last collection begun: the next one removes those no version names) and their packs
+// marked; inside purge()'s transaction.
+Done Catalog::Impl::purge_node(std::int64_t node, bool dry_run, std::int64_t collection,
+                               PurgeReport& report, std::set<std::int64_t>& packs) {
+  TRY_ASSIGN(auto versions, statement(select_versions_sql(schema)));
+  sqlite3_bind_int64(versions, 1, node);
+  sqlite3_bind_int64(versions, 2, -1);
+  std::vector<Version> history;
+  int rc;
+  while ((rc = sqlite3_step(versions)) == SQLITE_ROW) history.push_back(read_version(versions));
+  if (rc != SQLITE_DONE) return archive_fault(Error{failure("reading a history")});
+  if (history.empty()) return Ok{};
+  ++report.paths;
+  report.versions += history.size();
+  for (const auto& v : history) {
+    if (v.exists() && v.is_file()) report.content_bytes += v.size;
+    for (const auto& id : v.chunks) {
+      ++report.blobs;
+      TRY_ASSIGN(auto pack, statement("SELECT pack FROM blobs WHERE id = ?1"));
+      bind_bytes(pack, 1, digest_bytes(id));
+      if (sqlite3_step(pack) == SQLITE_ROW) packs.insert(sqlite3_column_int64(pack, 0));
+      if (dry_run) continue;
+      TRY_ASSIGN(auto condemn, statement("UPDATE blobs SET condemned = ?2 WHERE id = ?1 AND "
+                                         "condemned IS NULL"));
+      bind_bytes(condemn, 1, digest_bytes(id));
+      sqlite3_bind_int64(condemn, 2, collection);
+      if (sqlite3_step(condemn) != SQLITE_DONE) return archive_fault(Error{failure("purging")});
+      TRY_ASSIGN(auto shred, statement("INSERT OR IGNORE INTO shred(pack) SELECT pack FROM blobs "
+                                       "WHERE id = ?1"));
+      bind_bytes(shred, 1, digest_bytes(id));
+      if (sqlite3_step(shred) != SQLITE_DONE) return archive_fault(Error{failure("purging")});
+    }
+  }
+  if (dry_run) return Ok{};
+  for (const char* sql :
+       {"DELETE FROM versions WHERE node = ?1", "DELETE FROM pins WHERE node = ?1",
+        "UPDATE nodes SET forgotten = 0 WHERE id = ?1"}) {
+    TRY_ASSIGN(auto s, statement(sql));
+    sqlite3_bind_int64(s, 1, node);
+    if (sqlite3_step(s) != SQLITE_DONE) return archive_fault(Error{failure("purging")});
+  }
+  return Ok{};
+}
+
+Expected<PurgeReport> Catalog::purge(std::string_view path, bool dry_run) {
+  if (impl_->schema < 4) return permanent("purge: the catalog is not upgraded yet (schema 4)");
+  auto purge_all = [&]() -> Expected<PurgeReport> {
+    PurgeReport report;
+    TRY_ASSIGN(const auto top, impl_->node_of(path));
+    if (!top) return report;
+    std::vector<std::string> paths;
+    TRY(impl_->walk(*top, std::string(path), true, false, paths));
+    // Condemned as of the last collection begun, so that the next one may remove them.
+    TRY_ASSIGN(auto last, impl_->statement("SELECT coalesce(max(id), 0) FROM collections"));
+    if (sqlite3_step(last) != SQLITE_ROW) return archive_fault(Error{impl_->failure("purging")});
+    const std::int64_t collection = sqlite3_column_int64(last, 0);
+    std::set<std::int64_t> packs;
+    for (const auto& p : paths) {
+      TRY_ASSIGN(const auto node, impl_->node_of(p));
+      if (node) TRY(impl_->purge_node(*node, dry_run, collection, report, packs));
+    }
+    report.packs = packs.size();
+    return report;
+  };
+  return dry_run ? impl_->read(purge_all) : impl_->in_transaction(purge_all);
+}
+
+Expected<std::set<std::int64_t>> Catalog::shredded_packs() {
+  std::set<std::int64_t> out;
+  if (impl_->schema < 4) return out;
+  TRY_ASSIGN(auto s, impl_->statement("SELECT pack FROM shred"));
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.insert(sqlite3_column_int64(s, 0));
+  if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("reading packs to rewrite")});
+  return out;
+}
+
+Done Catalog::unshred(std::int64_t pack) {
+  return impl_->in_transaction([&]() -> Done {
+    TRY_ASSIGN(auto s, impl_->statement("DELETE FROM shred WHERE pack = ?1"));
+    sqlite3_bind_int64(s, 1, pack);
+    if (sqlite3_step(s) != SQLITE_DONE) return archive_fault(Error{impl_->failure("unmarking")});
+    return Ok{};
+  });
+}
+
 }  // namespace tw::archive

@@ -63,7 +63,8 @@ constexpr const char* kSetVersion3 = "PRAGMA user_version = 3;";
 // from its history; blobs get row ids (the collection's bitmap is over them), a
 // `condemned` mark (the collection that found the blob unnamed) and an index by pack;
 // `retention` holds the moments the archive keeps (one row), `pins` the pinned versions,
-// `collections` the log of collections. A new catalog is made as version 3 and upgraded at
+// `collections` the log of collections, `shred` the packs that held a purged path's blobs
+// (rewritten by the next collection whatever their dead share). A new catalog is made as version 3 and upgraded at
 // once, in the same transaction, so there is one definition of each table.
 constexpr const char* kUpgrade3 = R"sql(
 ALTER TABLE nodes ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
@@ -99,6 +100,8 @@ CREATE TABLE collections(
   packs_truncated INTEGER,
   bytes_copied INTEGER,
   bytes_reclaimed INTEGER);
+CREATE TABLE shred(
+  pack INTEGER PRIMARY KEY);
 PRAGMA user_version = 4;
 )sql";
 static_assert(kCatalogSchema == 4, "kUpgrade3 names the version");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -75,6 +76,7 @@ struct Collector::Pass {
   const CollectOptions& options;
   CollectReport report;
   std::optional<PackWriter> writer;  // the new packs rewritten blobs go to
+  std::set<std::int64_t> shred;      // packs a purge marked: rewritten whatever their share
 };
 
 Collector::Collector(DiskWriter& disk, Catalog& catalog, std::string root)
@@ -113,6 +115,7 @@ Done Collector::sweep_blobs(Pass& pass) {
 }
 
 Done Collector::free_packs(Pass& pass) {
+  TRY_ASSIGN(pass.shred, catalog_.shredded_packs());
   for (const auto& [name, file] : pack_files(packs_dir_)) {
     if (pass.options.cancelled && pass.options.cancelled()) {
       return retry("collection stopped before the end (what it freed so far stays freed)");
@@ -160,6 +163,7 @@ Done Collector::free_pack(Pass& pass, const std::string& name, const std::string
     if (usage) {
       disk_.step("collect-drop-pack");
       TRY(catalog_.drop_pack(usage->id));
+      if (pass.shred.contains(usage->id)) TRY(catalog_.unshred(usage->id));
     }
     return Ok{};
   }
@@ -167,8 +171,11 @@ Done Collector::free_pack(Pass& pass, const std::string& name, const std::string
   const std::uint64_t live = kPackMagic.size() + usage->stored + usage->blobs * header;
   const std::uint64_t end = usage->end + header;
   const std::uint64_t dead = size > live ? size - live : 0;
-  if (dead > 0 &&
-      static_cast<double>(dead) >= pass.options.rewrite_share * static_cast<double>(size)) {
+  // A pack that held a purged path's blobs is rewritten once they are removed, so that no
+  // byte of them is left (FORMAT.md, "Retention").
+  const bool shred = pass.shred.contains(usage->id);
+  if (dead > 0 && (shred || static_cast<double>(dead) >=
+                                pass.options.rewrite_share * static_cast<double>(size))) {
     const std::uint64_t copied_before = pass.report.bytes_copied;
     TRY(rewrite(pass, fd.get(), *usage));
     disk_.step("collect-unlink");
@@ -178,8 +185,12 @@ Done Collector::free_pack(Pass& pass, const std::string& name, const std::string
     ++pass.report.packs_rewritten;
     const std::uint64_t copied = pass.report.bytes_copied - copied_before;
     pass.report.bytes_reclaimed += size > copied ? size - copied : 0;
+    if (shred) TRY(catalog_.unshred(usage->id));
     return Ok{};
   }
+  // Nothing dead: what the purge condemned was named again (the same content archived
+  // elsewhere), and stays.
+  if (shred && dead == 0) TRY(catalog_.unshred(usage->id));
   if (size > end) {
     // Only the tail is dead (a torn append, or blobs no commit names): no reader reads past
     // the last committed record, and no writer appends to a pack it does not hold.

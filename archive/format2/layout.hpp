@@ -82,6 +82,7 @@ class Format2Layout final : public WritableLayout {
   Expected<KeptMoments> record_kept(const KeptMoments& kept) override;
   Done drop_versions(const std::vector<DroppedVersions>& dropped) override;
   Done set_pin(std::string_view path, std::uint64_t number, bool pinned) override;
+  Expected<PurgeReport> purge(std::string_view path, bool dry_run) override;
   Expected<CollectReport> collect(const CollectOptions& options) override;
 
  private:

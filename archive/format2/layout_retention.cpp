@@ -27,6 +27,10 @@ Done Format2Layout::set_pin(std::string_view path, std::uint64_t number, bool pi
   return catalog_->set_pin(path, number, pinned);
 }
 
+Expected<PurgeReport> Format2Layout::purge(std::string_view path, bool dry_run) {
+  return catalog_->purge(path, dry_run);
+}
+
 Expected<CollectReport> Format2Layout::collect(const CollectOptions& options) {
   Collector collector(disk_, *catalog_, root_);
   CollectReport total;

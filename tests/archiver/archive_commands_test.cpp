@@ -13,10 +13,10 @@
 
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
-#include "format1_writer.hpp"
 #include "cli/archive_commands.hpp"
 #include "cli/retention_commands.hpp"
 #include "common/escape.hpp"
+#include "format1_writer.hpp"
 
 namespace tw {
 namespace {
@@ -230,14 +230,34 @@ TEST_F(ArchiveCommandsTest, PinKeepsAVersionThroughForget) {
   EXPECT_EQ(nlohmann::json::parse(out)["blobs_removed"], 0) << out;
 }
 
+TEST_F(ArchiveCommandsTest, PurgeRemovesEveryVersionAndSaysWhenThePathIsStillOnDisk) {
+  const std::string path = dir_ / "src/secret";
+  for (const char* content : {"hunter2", "hunter3"}) {
+    write_file(path, content);
+    archive_file(path);
+  }
+  std::string out;
+  std::string err;
+  ASSERT_EQ(run({"purge", "--dry-run", "--json", path}, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["versions"], 2) << out;
+  ASSERT_EQ(run({"versions", path}, &out, &err), 0) << "a dry run removes nothing";
+  ASSERT_EQ(run({"purge", path}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("purged 2 versions of 1 paths"), std::string::npos) << out;
+  EXPECT_NE(err.find("still on disk"), std::string::npos) << err;
+  EXPECT_NE(run({"versions", path}, &out, &err), 0) << out;
+  ASSERT_EQ(run({"verify"}, &out, &err), 0) << out;
+}
+
 TEST_F(ArchiveCommandsTest, AFormat1ArchiveSaysItIsNeverThinned) {
   archive::test::Format1Writer writer(archive_);
   write_file(dir_ / "src/old", "old");
   writer.update(dir_ / "src/old");
   std::string out;
   std::string err;
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"forget"}, {"gc"}, {"pin", dir_ / "src/old"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"forget"},
+                                               {"gc"},
+                                               {"pin", dir_ / "src/old"},
+                                               {"purge", dir_ / "src/old"}}) {
     EXPECT_EQ(run(args, &out, &err), 1) << args[0];
     EXPECT_NE(err.find("format 1"), std::string::npos) << err;
   }

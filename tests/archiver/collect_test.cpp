@@ -476,6 +476,57 @@ TEST_F(CollectTest, ArchiversKeepArchivingWhileCollectionsRun) {
   }
 }
 
+// Whether any file under `dir` holds `needle`.
+bool any_file_holds(const std::string& dir, const std::string& needle) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file() && read_file(entry.path()).find(needle) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST_F(CollectTest, APurgedSecretLeavesNoByteInAnyPack) {
+  const std::string secret = noise(30'000, 77);  // incompressible: stored as it is
+  const std::string keys = src_ + "/keys";
+  std::filesystem::create_directories(keys);
+  {
+    Store writer = open();
+    // Most of the pack is other content: the purged blobs alone would not make it worth
+    // rewriting (under a fifth of it).
+    write_file(src_ + "/before", noise(1'000'000, 78));
+    update(writer, src_ + "/before");
+    for (int i = 0; i < 3; ++i) {
+      clock_ += kHour;
+      write_file(keys + "/id", secret + std::to_string(i));
+      update(writer, keys + "/id");
+    }
+    ASSERT_TRUE(writer.pin(keys + "/id", 1, true));
+    write_file(src_ + "/after", noise(30'000, 79));
+    update(writer, src_ + "/after");
+  }
+  ASSERT_TRUE(any_file_holds(archive_ + "/packs", secret.substr(1000, 64)));
+  Store store = open();
+  auto planned = store.purge(keys, true);
+  ASSERT_TRUE(planned) << planned.error();
+  EXPECT_EQ(planned->versions, 3u);
+  EXPECT_EQ(store.versions(keys + "/id")->size(), 3u) << "a dry run removes nothing";
+  auto purged = store.purge(keys, false);
+  ASSERT_TRUE(purged) << purged.error();
+  EXPECT_EQ(purged->versions, 3u);
+  EXPECT_EQ(purged->paths, 1u);
+  EXPECT_TRUE(store.versions(keys + "/id")->empty());
+  CollectOptions one;
+  one.rounds = 1;
+  auto collected = store.collect(one);
+  ASSERT_TRUE(collected) << collected.error();
+  EXPECT_EQ(collected->blobs_swept, 3u);
+  EXPECT_FALSE(any_file_holds(archive_ + "/packs", secret.substr(1000, 64)));
+  EXPECT_EQ(restored_at(store, src_ + "/before", clock_), noise(1'000'000, 78));
+  EXPECT_EQ(restored_at(store, src_ + "/after", clock_), noise(30'000, 79));
+  expect_verified(store);
+}
+
 TEST_F(CollectTest, AKillAtEveryStepOfACollectionLosesNothingKept) {
   const std::string file = src_ + "/k";
   const std::string other = src_ + "/other";
