@@ -10,17 +10,10 @@
 namespace tw::archive {
 namespace {
 
-// The layout that may change the archive, or why there is none: a format-1 archive is read
-// only, as is a store opened read-only.
+// The layout that may change the archive, or why there is none: a store opened read-only
+// (a format-1 archive opens read-only only: Store::open says so when asked for more).
 Expected<WritableLayout*> changing(const Store::Impl& impl, std::string_view what) {
   if (impl.writer != nullptr) return impl.writer;
-  if (impl.layout->format() == ArchiveFormat::V1) {
-    return permanent(fmt::format(
-        "{}: the archive at {} is in format 1, which this release reads but never changes "
-        "(archive/FORMAT.md, \"Appendix: format 1\"): restore it, and archive it again into "
-        "a new backup root, to thin its versions",
-        what, shown_path(impl.root)));
-  }
   return permanent(fmt::format("{}: archive {} is open read-only", what, shown_path(impl.root)));
 }
 

@@ -121,11 +121,10 @@ std::string collect_text(const ar::CollectReport& r) {
       r.catalog_bytes_reclaimed, static_cast<double>(r.finished_ns - r.started_ns) / 1e9);
 }
 
-// The configuration's archive, opened to be changed when it can be (format 2); a format-1
-// archive stays read-only, and the change is then refused with what to do instead.
+// The configuration's archive, opened to be changed: it must exist (a read-only open says
+// what is wrong), and a format-1 archive is refused by the writable open, which says why.
 ar::Expected<ar::Store> open_changing(const Config& config) {
-  TRY_ASSIGN(ar::Store read, open_store(config));
-  if (read.format() != ar::ArchiveFormat::V2) return read;
+  TRY(open_store(config));
   return ar::Store::open(config.backup_root, ar::Store::Mode::ReadWrite);
 }
 
