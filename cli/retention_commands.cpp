@@ -17,6 +17,7 @@
 #include "archive/timefmt.hpp"
 #include "cli/archive_commands.hpp"
 #include "common/escape.hpp"
+#include "common/host.hpp"
 #include "common/protocol.hpp"
 #include "common/time.hpp"
 
@@ -29,7 +30,9 @@ struct ForgetArgs {
   bool dry_run = false;
   bool json = false;
   bool no_gc = false;
-  std::string now;  // empty: the clock
+  bool summary = false;       // totals only, not each version
+  bool low_priority = false;  // nice 19 and the lowest I/O priority (the monitor's runs)
+  std::string now;            // empty: the clock
 };
 
 int fail(std::string_view command, std::string_view message, int code) {
@@ -169,11 +172,18 @@ int run_forget(const Config& config, const ForgetArgs& args) {
   }
   auto store = args.dry_run ? open_store(config) : open_changing(config);
   if (!store) return fail(kCmd, store.error(), 2);
+  if (args.low_priority) {
+    if (const auto failed = lower_priority(); !failed.empty()) {
+      spdlog::warn("forget: could not lower its priority: {}", failed);
+    }
+  }
   std::vector<Removal> removals;
   ar::ForgetOptions options;
-  options.on_removal = [&](const std::string& path, const ar::Version& v) {
-    removals.push_back({path, v});
-  };
+  if (!args.summary) {
+    options.on_removal = [&](const std::string& path, const ar::Version& v) {
+      removals.push_back({path, v});
+    };
+  }
   const auto policy = ar::retention_policy(config);
   auto report = args.dry_run ? store->plan_forget(policy, now_ns, options)
                              : store->forget(policy, now_ns, options);
@@ -183,6 +193,7 @@ int run_forget(const Config& config, const ForgetArgs& args) {
   const std::optional<ar::CollectReport>& collected = *gc;
   if (args.json) {
     auto out = report_json(config, *report, removals, now_ns);
+    if (args.summary) out.erase("remove");
     if (collected) out["collection"] = collect_json(*collected);
     std::cout << out.dump(2) << "\n";
   } else {
@@ -319,6 +330,9 @@ void add_forget(CLI::App& app, Config& config, std::function<int()>& run) {
   forget->add_flag("-n,--dry-run", args->dry_run, "only list what would go");
   forget->add_flag("--json", args->json, "print the result as JSON");
   forget->add_flag("--no-gc", args->no_gc, "do not collect afterwards (timewarp gc does)");
+  forget->add_flag("--summary", args->summary, "print the totals only, not each version");
+  forget->add_flag("--low-priority", args->low_priority,
+                   "run at the lowest CPU and I/O priority (as the monitor's runs do)");
   forget->add_option("--now", args->now,
                      "apply the policy as of TIME instead of now (what would be gone by then)");
   forget->footer("Example: timewarp forget --dry-run --backup-root /srv/timewarp");

@@ -85,6 +85,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {.name = "keep_monthly", .value = number(&Config::keep_monthly, 0, 1000000), .description = "keep the moments at the last N firsts of a month, midnight", .audience = Audience::None},
     {.name = "keep_yearly", .value = number(&Config::keep_yearly, 0, 1000000), .description = "keep the moments at the last N firsts of January, midnight", .audience = Audience::None},
     {.name = "retention_timezone", .value = TextKey{&Config::retention_timezone}, .description = "time zone of the retention calendar (empty: local)", .audience = Audience::None, .more = "a name under /usr/share/zoneinfo, e.g. `Europe/Berlin` or `UTC`; hours, midnights and Mondays are those of its clock, summer time included"},
+    {.name = "retention_interval", .value = number(&Config::retention_interval, 0.0, 365 * kDay), .description = "seconds between the monitor's retention runs (0: never)", .audience = Audience::None, .unit = "s", .more = "a run is `timewarp forget` and its collection, at the lowest CPU and I/O priority; due this long after the archive's last collection, whoever ran it"},
     {.name = "log_level", .value = ChoiceKey{&Config::log_level, kLogLevels}, .description = "logging level", .audience = Audience::Archiver, .more = "`timewarp` itself logs at `warn` unless told otherwise"},
     {.name = "log_file", .value = TextKey{&Config::log_file}, .description = "also log to this file", .audience = Audience::Archiver, .more = "appended to, in a directory that must exist; logs go to stderr as well"},
 };
@@ -372,36 +373,53 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
-std::vector<std::string> config_to_args(const Config& c, Audience audience) {
-  std::vector<std::string> args;
+namespace {
+
+// The flag (or flags) that give `key` its value of `c`, appended to `args`.
+void key_args(const Config& c, const ConfigKey& key, std::vector<std::string>& args) {
   const auto put = [&args](std::string_view flag, const auto& value) {
     args.push_back(fmt::format("--{}={}", flag, value));
   };
+  const std::string flag = dashed(key.name);
+  std::visit(Overloaded{[&](const TextKey& k) {  // empty is every text key's default
+                          if (!(c.*k.field).empty()) put(flag, c.*k.field);
+                        },
+                        [&](const ListKey& k) {
+                          for (const auto& item : c.*k.field) {
+                            if (!item.empty()) {
+                              put(flag, item);
+                              continue;
+                            }
+                            // CLI11 reads "--flag=" as the flag alone, which then takes
+                            // the next argument as its value.
+                            args.push_back("--" + flag);
+                            args.emplace_back();
+                          }
+                        },
+                        [&](const auto&) { put(flag, key_value(key, c)); }},
+             key.value);
+}
+
+}  // namespace
+
+std::vector<std::string> config_to_args(const Config& c, Audience audience) {
+  std::vector<std::string> args;
   for (const ConfigKey& key : kConfigKeys) {
     // A key marked Archiver reaches the scheduler too: it passes the key on.
     if (audience == Audience::None || key.audience < audience) continue;
-    const std::string flag = dashed(key.name);
-    std::visit(Overloaded{[&](const TextKey& k) {  // empty is every text key's default
-                            if (!(c.*k.field).empty()) put(flag, c.*k.field);
-                          },
-                          [&](const ListKey& k) {
-                            for (const auto& item : c.*k.field) {
-                              if (!item.empty()) {
-                                put(flag, item);
-                                continue;
-                              }
-                              // CLI11 reads "--flag=" as the flag alone, which then takes
-                              // the next argument as its value.
-                              args.push_back("--" + flag);
-                              args.emplace_back();
-                            }
-                          },
-                          [&](const auto&) { put(flag, key_value(key, c)); }},
-               key.value);
+    key_args(c, key, args);
   }
   if (audience == Audience::Scheduler) {
-    if (!c.archiver_exe.empty()) put("archiver-exe", c.archiver_exe);
-    for (const auto& arg : c.archiver_args) put("archiver-arg", arg);
+    if (!c.archiver_exe.empty()) args.push_back("--archiver-exe=" + c.archiver_exe);
+    for (const auto& arg : c.archiver_args) args.push_back("--archiver-arg=" + arg);
+  }
+  return args;
+}
+
+std::vector<std::string> config_to_args(const Config& c, std::span<const std::string_view> names) {
+  std::vector<std::string> args;
+  for (const ConfigKey& key : kConfigKeys) {
+    if (std::find(names.begin(), names.end(), key.name) != names.end()) key_args(c, key, args);
   }
   return args;
 }

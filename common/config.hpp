@@ -15,7 +15,6 @@
 
 #include <CLI/CLI.hpp>
 
-
 namespace tw {
 
 // Each key's flags, environment variable, range and description are in its entry of
@@ -37,19 +36,19 @@ struct Config {
   double retry_base_delay = 1.0;   // seconds
   double retry_max_delay = 300.0;  // seconds
 
-  double max_cpu_percent = 0;      // 0 = no limit
+  double max_cpu_percent = 0;       // 0 = no limit
   std::uint64_t max_bandwidth = 0;  // archive bytes per second, 0 = no limit
   double item_timeout = 300.0;      // seconds one archiver may spend on one item
 
   int compression_level = 2;    // zstd level of archived content
   int compression_threads = 0;  // per archiver, for large files; 0 = one per core (at most 4)
 
-  double lease_time = 60.0;         // seconds a DISPATCHED item stays ours without heartbeat
-  double heartbeat_interval = 5.0;  // seconds
-  double flush_interval = 0.05;     // seconds between writes of completions
+  double lease_time = 60.0;               // seconds a DISPATCHED item stays ours without heartbeat
+  double heartbeat_interval = 5.0;        // seconds
+  double flush_interval = 0.05;           // seconds between writes of completions
   std::int64_t backlog_warning = 100000;  // claimable items that trigger a growth warning
 
-  double event_delay = 0.1;  // seconds the monitor gathers file events before inserting
+  double event_delay = 0.1;          // seconds the monitor gathers file events before inserting
   double rescan_interval = 86400.0;  // seconds between the monitor's periodic rescans (0: never)
 
   double prune_age = 7 * 86400.0;  // COMPLETED rows older than this many seconds are removed
@@ -65,13 +64,14 @@ struct Config {
   int keep_monthly = 0;
   int keep_yearly = 0;
   std::string retention_timezone;
+  double retention_interval = 3600.0;  // seconds between the monitor's forget runs (0: never)
 
   std::string log_level = "info";
   std::string log_file;
 
   // Set by tests and the monitor, not meant for a config file.
-  std::string scheduler_exe;  // default: timewarp-scheduler beside this executable
-  std::string archiver_exe;   // default: timewarp-archiver beside this executable
+  std::string scheduler_exe;               // default: timewarp-scheduler beside this executable
+  std::string archiver_exe;                // default: timewarp-archiver beside this executable
   std::vector<std::string> archiver_args;  // extra arguments for every archiver
 };
 
@@ -114,7 +114,7 @@ struct ConfigKey {
   std::string_view name;  // the file key; flags --name-with-dashes and --name_with_underscores
   KeyValue value;
   std::string_view description;  // --help and the README
-  std::string_view env = {};      // empty: TIMEWARP_<NAME>
+  std::string_view env = {};     // empty: TIMEWARP_<NAME>
   Audience audience = Audience::Scheduler;
   std::string_view unit = {};        // of a number, in the README: "s", "bytes"
   std::string_view more = {};        // README only: what --help has no room for
@@ -147,6 +147,9 @@ int parse_command_line(CLI::App& app, int argc, char** argv);
 // string is never among them (it may hold a password): pass it through kDatabaseEnv.
 std::vector<std::string> config_to_args(const Config& config,
                                         Audience audience = Audience::Scheduler);
+// The flags of the keys named in `names` only (a `timewarp` command the monitor runs).
+std::vector<std::string> config_to_args(const Config& config,
+                                        std::span<const std::string_view> names);
 
 // How every number of the configuration is read, whether it comes from the file, the
 // environment or the command line: integers in base 10 only (`0100` is 100, never octal;

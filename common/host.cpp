@@ -1,6 +1,13 @@
 #include "common/host.hpp"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
 
 namespace tw {
 
@@ -8,6 +15,22 @@ std::string hostname() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
   return name;
+}
+
+std::string lower_priority() {
+  std::string failed;
+  if (::setpriority(PRIO_PROCESS, 0, 19) != 0) {
+    failed = fmt::format("nice 19: {}", std::strerror(errno));
+  }
+  // ioprio_set has no glibc wrapper; the values are those of linux/ioprio.h.
+  constexpr int kWhoProcess = 1;
+  constexpr int kClassBestEffort = 2;
+  constexpr int kClassShift = 13;
+  constexpr int kLowest = 7;
+  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, (kClassBestEffort << kClassShift) | kLowest) != 0) {
+    failed += fmt::format("{}I/O priority: {}", failed.empty() ? "" : "; ", std::strerror(errno));
+  }
+  return failed;
 }
 
 }  // namespace tw

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -75,10 +76,9 @@ PendingLookup make_pending_lookup(std::string conninfo) {
   return [session](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
     std::vector<std::string> escaped;
     for (const auto& root : roots) escaped.push_back(escape_bytes(root));
-    const auto waiting = session->run("looking up the queue's waiting work",
-                                      [&](db::Connection& conn) {
-                                        return db::Queue(conn).waiting_beneath(escaped);
-                                      });
+    const auto waiting = session->run(
+        "looking up the queue's waiting work",
+        [&](db::Connection& conn) { return db::Queue(conn).waiting_beneath(escaped); });
     if (!waiting) return std::nullopt;
     PendingSet pending;
     for (const auto& [op_text, stored] : *waiting) {
@@ -112,10 +112,12 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
         options.on_connect = [this](db::Connection& conn) { on_connect(conn); };
         return options;
       }()),
-      batcher_({seconds_ms(config_.event_delay), kFullWindow, kFirstWindow}, [this] {
-        const std::uint64_t one = 1;
-        [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
-      }) {
+      batcher_({seconds_ms(config_.event_delay), kFullWindow, kFirstWindow},
+               [this] {
+                 const std::uint64_t one = 1;
+                 [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
+               }),
+      retention_(launcher_, {}) {
   const sigset_t set = handled_signals();
   signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
@@ -320,8 +322,10 @@ void Monitor::reload() {
     spdlog::error("SIGHUP: the configuration is not valid; keeping the one in force");
     return;
   }
-  const auto restart_needed =
-      changed_keys(config_, *fresh, {"archivers", "event_delay", "log_level"});
+  const auto restart_needed = changed_keys(
+      config_, *fresh,
+      {"archivers", "event_delay", "log_level", "keep_within", "keep_hourly", "keep_daily",
+       "keep_weekly", "keep_monthly", "keep_yearly", "retention_timezone", "retention_interval"});
   if (!restart_needed.empty()) {
     spdlog::warn("SIGHUP: {} changed; this takes a restart of timewarp-monitor",
                  fmt::join(restart_needed, ", "));
@@ -336,8 +340,22 @@ void Monitor::reload() {
     batcher_.set_delay(seconds_ms(config_.event_delay));
     spdlog::info("SIGHUP: event delay {} s", config_.event_delay);
   }
+  reload_retention(*fresh);
   control_applied_at_ = epoch_seconds();
   set_archivers(fresh->archivers, "SIGHUP");
+}
+
+// The policy and the schedule of the next retention run take effect at once.
+void Monitor::reload_retention(const Config& fresh) {
+  const auto retention = [](auto& c) {
+    return std::tie(c.keep_within, c.keep_hourly, c.keep_daily, c.keep_weekly, c.keep_monthly,
+                    c.keep_yearly, c.retention_timezone, c.retention_interval);
+  };
+  if (retention(config_) == retention(fresh)) return;
+  retention(config_) = retention(fresh);
+  retention_.reschedule();
+  spdlog::info("SIGHUP: retention policy and schedule updated (a run every {:g} s)",
+               config_.retention_interval);
 }
 
 void Monitor::start_scheduler() {
@@ -408,6 +426,7 @@ std::optional<Monitor::Clock::time_point> Monitor::next_wakeup() const {
   if (!session_.connected()) consider(session_.ready_at());
   consider(batcher_.due());
   consider(next_heartbeat_);
+  consider(retention_.due(config_));
   return next;
 }
 
@@ -452,6 +471,7 @@ void Monitor::handle_notifications() {
 
 // Stops watching, queues what was gathered, then stops the scheduler.
 void Monitor::shut_down() {
+  retention_.stop();
   watcher_->stop();
   queue_changes();
   if (const auto left = batcher_.size(); left > 0) {
@@ -473,13 +493,18 @@ int Monitor::run() {
     if (session_.connected()) fds.push_back({session_.socket(), POLLIN, 0});  // notifications
     const std::size_t sched_index = fds.size();
     if (scheduler_) fds.push_back({scheduler_->stdout_fd(), POLLIN, 0});
+    const std::size_t retention_index = fds.size();
+    if (retention_.output_fd() >= 0) fds.push_back({retention_.output_fd(), POLLIN, 0});
 
     int timeout_ms = -1;
     if (const auto wake = next_wakeup()) {
       timeout_ms = static_cast<int>(std::clamp<std::int64_t>(
           std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count(), 0, 3600000));
     }
-    if ((scheduler_ && scheduler_->has_buffered_line()) || notes_unread_) timeout_ms = 0;
+    if ((scheduler_ && scheduler_->has_buffered_line()) || notes_unread_ ||
+        retention_.has_buffered_line()) {
+      timeout_ms = 0;
+    }
     const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR)
       throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
@@ -505,6 +530,12 @@ int Monitor::run() {
          scheduler_->has_buffered_line())) {
       on_scheduler_output();
     }
+    if ((retention_index < fds.size() &&
+         (fds[retention_index].revents & (POLLIN | POLLHUP | POLLERR))) ||
+        retention_.has_buffered_line()) {
+      retention_.on_output();
+    }
+    retention_.tick(config_);
     const auto now = Clock::now();
     if (!session_.connected() && session_.wait() == std::chrono::milliseconds(0)) {
       ensure_database();

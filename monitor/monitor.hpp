@@ -8,6 +8,8 @@
 //   - The scheduler child is restarted with backoff when it dies; SIGTERM/SIGINT send STOP
 //     and wait (bounded); SIGHUP re-reads the configuration and passes a changed
 //     `archivers` on as ARCHIVERS n, as does `timewarp archivers N` (timewarp.control).
+//   - Every retention_interval seconds a retention run (`timewarp forget`, then its
+//     collection) goes at low priority beside the archiving (retention_runs.hpp).
 //   - A row in timewarp.monitors shows the monitor, its watches and its catch-up.
 // run() is driven by one thread; the watcher has its own.
 #pragma once
@@ -19,14 +21,15 @@
 
 #include "common/config.hpp"
 #include "common/fd.hpp"
+#include "common/filters.hpp"
 #include "common/process.hpp"
 #include "db/connection.hpp"
 #include "db/session.hpp"
 #include "monitor/archive_view.hpp"
 #include "monitor/event_batcher.hpp"
 #include "monitor/event_source.hpp"
-#include "common/filters.hpp"
 #include "monitor/handshake.hpp"
+#include "monitor/retention_runs.hpp"
 #include "monitor/watcher.hpp"
 
 namespace tw::monitor {
@@ -68,6 +71,7 @@ class Monitor {
   void apply_control();
   void set_archivers(int archivers, const std::string& why);
   void reload();
+  void reload_retention(const Config& fresh);
   void shut_down();
   std::optional<Clock::time_point> next_wakeup() const;
 
@@ -84,9 +88,10 @@ class Monitor {
   EventBatcher batcher_;
   std::unique_ptr<Watcher> watcher_;
   std::unique_ptr<ChildProcess> scheduler_;
+  RetentionRuns retention_;
   Handshake handshake_;
-  std::optional<Clock::time_point> retry_due_;     // earliest delayed item
-  std::optional<Clock::time_point> restart_at_;    // scheduler restart after a crash
+  std::optional<Clock::time_point> retry_due_;   // earliest delayed item
+  std::optional<Clock::time_point> restart_at_;  // scheduler restart after a crash
   Clock::time_point next_heartbeat_{};
   std::chrono::milliseconds restart_backoff_{0};
   Clock::time_point scheduler_started_{};

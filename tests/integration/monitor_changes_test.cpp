@@ -225,3 +225,44 @@ TEST_F(MonitorChanges, BurstOfTenThousandNewFiles) {
 
 }  // namespace
 }  // namespace tw
+
+namespace tw {
+namespace {
+
+// The monitor's own retention schedule (retention_interval): with a policy that keeps only
+// each path's latest version, a run thins the history without anyone typing `forget`, and
+// its collection is logged; archiving goes on meanwhile and the archive stays whole.
+TEST(MonitorRetention, ScheduledRunThinsTheHistoryAndCollects) {
+  TW_REQUIRE_DATABASE();
+  test::MonitorHarness h;
+  const auto f = h.path("db.bin");
+  h.start({"--archivers=1", "--retention-interval=1", "--keep-within=0", "--keep-hourly=0",
+           "--keep-daily=0", "--keep-weekly=0"});
+  ASSERT_TRUE(h.wait_catchup());
+  for (int i = 1; i <= 4; ++i) {
+    test::write_file(f, fmt::format("version {} of the database", i));
+    ASSERT_TRUE(h.wait_done("UPDATE", f, i));
+  }
+  // Runs are due a second after the last collection: within a few, the history is thinned
+  // to its latest version.
+  const bool thinned =
+      test::wait_until([&] { return h.versions(f).size() == 1; }, std::chrono::seconds(60));
+  EXPECT_TRUE(thinned) << h.ops(f);
+  EXPECT_EQ(h.restore(f), "version 4 of the database");
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return test::read_file(h.log_file()).find("retention run finished") != std::string::npos;
+      },
+      std::chrono::seconds(30)));
+  const std::string log = test::read_file(h.log_file());
+  EXPECT_NE(log.find("retention run: collection "), std::string::npos) << log;
+  EXPECT_EQ(log.find("retention run failed"), std::string::npos) << log;
+  EXPECT_EQ(h.stop(), 0);
+  std::string out;
+  EXPECT_EQ(test::run_command({test::cli_exe(), "--backup-root=" + h.archive(), "verify"}, &out), 0)
+      << out;
+  EXPECT_EQ(h.failures(), "");
+}
+
+}  // namespace
+}  // namespace tw
