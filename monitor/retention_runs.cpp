@@ -1,5 +1,7 @@
 #include "monitor/retention_runs.hpp"
 
+#include <sys/stat.h>
+
 #include <array>
 #include <string_view>
 #include <utility>
@@ -50,6 +52,11 @@ void RetentionRuns::tick(const Config& config) {
                  : started_ + interval;
   }
   if (Clock::now() < *next_) return;
+  // Nothing to thin before the archivers have made the archive.
+  if (struct stat st{}; ::stat((config.backup_root + "/FORMAT").c_str(), &st) != 0) {
+    next_ = Clock::now() + interval;
+    return;
+  }
   // Someone else (an operator's timewarp gc) may have collected meanwhile.
   if (const auto last = last_collection_ns(config.backup_root)) {
     const auto since = std::chrono::nanoseconds(now_ns() - *last);

@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(conv::TreeGenerator::names()));
   bool no_dir_mtimes = false;
   app.add_flag("--no-directory-mtimes", no_dir_mtimes, "do not compare directories' mtimes");
+  app.add_flag("--retention", options.retention.on,
+               "a retention policy, a clock over weeks, forget and gc beside the archivers");
+  app.add_option("--forget-chance", options.retention.forget_chance,
+                 "with --retention: chance a forget starts in a burst")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--keep", options.keep_dir, "keep each failed trial's directory under DIR");
   app.add_flag("--quiet", quiet, "no report after a failed trial's line");
   bool show_log = false;

@@ -117,7 +117,11 @@ class Trial {
   void check_current(const std::string& archive, const std::string& src);
   void fail(const std::string& section) { failures_.push_back(section); }
 
+  std::int64_t clock_now() const { return retention_ ? retention_->now() : wall_ns(); }
+
   const Options& options_;
+  std::unique_ptr<Retention> retention_;
+  int thinned_ = 0;  // moments refused as thinned (not kept by every forget)
   std::string work_;
   EventLog log_;
   std::vector<Moment> moments_;
@@ -134,6 +138,7 @@ void Trial::operate(FaultInjector& injector, TreeGenerator& generator, std::mt19
       generator.step();
     }
     injector.tick();
+    retention_->during_burst();
     const int pause = std::uniform_int_distribution<int>(0, options_.max_pause_ms)(rng);
     std::this_thread::sleep_for(std::chrono::milliseconds(pause));  // the workload's own rhythm
   }
@@ -173,8 +178,8 @@ std::optional<Moment> Trial::quiet(System& system, FaultInjector& injector, int 
   const auto last_id = system.last_item_id();
   Moment m;
   m.index = index;
-  m.at_ns = wall_ns();
-  wait_until([&] { return wall_ns() > m.at_ns + 5'000'000; }, 1s, 1ms);
+  m.at_ns = retention_->on() ? retention_->moment_instant() : wall_ns();
+  wait_until([&] { return clock_now() > m.at_ns + 5'000'000; }, 1s, 1ms);
   m.tree = snapshot_tree(system.src());
   log_.add("moment", fmt::format("quiet moment {} at {} ({} entries; {} items FAILED so far)",
                                  index, at_text(m.at_ns), m.tree.size(), state.failed));
@@ -205,11 +210,18 @@ void Trial::check_moment(const std::string& archive, const std::string& src, con
   compare.directory_mtimes = options_.directory_mtimes;
   const std::string diff = diff_trees(m.tree, restored, compare);
   if (rc == 0 && diff.empty()) return;
+  // A moment some forget did not keep may be refused, as thinned, and only so.
+  const bool kept = !retention_->on() || retention_->must_keep(m.at_ns);
+  if (!kept && rc != 0 && output.find("retention policy thinned") != std::string::npos) {
+    ++thinned_;
+    return;
+  }
   std::string section = fmt::format(
-      "== moment {} ({}): restore exit {}, {} paths differ "
+      "== moment {} ({}{}): restore exit {}, {} paths differ "
       "(missing: on disk then, not restored; extra: restored, not "
       "on disk then; `x != y`: restored x, on disk y)\n",
-      m.index, at_text(m.at_ns), rc, differing_paths(m.tree, restored, compare).size());
+      m.index, at_text(m.at_ns), kept ? "" : ", not kept by every forget", rc,
+      differing_paths(m.tree, restored, compare).size());
   if (rc != 0) section += "  restore said:\n" + first_lines(output, 20, "    ");
   section += first_lines(diff, 60, "  ");
   const auto paths = differing_paths(m.tree, restored, compare);
@@ -253,6 +265,11 @@ Result Trial::run() {
     settings.proxy = options_.faults.retry;
     settings.seed = options_.seed;
     settings.retry_permille = options_.retry_permille;
+    RetentionSettings retention = options_.retention;
+    retention.kill = retention.kill || options_.faults.any_process_fault();
+    retention_ =
+        std::make_unique<Retention>(retention, work_, work_ + "/archive", log_, options_.seed);
+    settings.hooked_archiver_args = retention_->archiver_args();
     System system(settings, log_);
     FaultInjector injector(system, options_.seed, log_, options_.faults);
     std::mt19937_64 rng(options_.seed);
@@ -275,6 +292,9 @@ Result Trial::run() {
         auto moment = quiet(system, injector, m);
         if (!moment) break;
         moments_.push_back(std::move(*moment));
+      }
+      if (std::string why; !moments_.empty() && !retention_->finish(why)) {
+        fail(fmt::format("== retention: {}\n", why));
       }
       const auto state = system.queue_state();
       if (state.failed > 0) {
@@ -302,6 +322,10 @@ Result Trial::run() {
   result.log = log_.render();
   result.passed = failures_.empty();
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (retention_->on()) {
+    notes_.push_back(fmt::format("retention: {}; {} of {} moments thinned", retention_->summary(),
+                                 thinned_, moments_.size()));
+  }
   result.summary = fmt::format(
       "seed {}: {} ({} quiet moments, {} operations, {} faults dealt, faults: {}; {:.1f} s){}{}",
       options_.seed, result.passed ? "passed" : "FAILED", moments_.size(), operations, faults,

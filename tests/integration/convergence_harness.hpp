@@ -4,8 +4,9 @@
 // moments. At several quiet moments (nothing being changed, the monitor's event window
 // passed, no NEW or DISPATCHED item, the running monitor's catch-up finished) the trial
 // records the time T and snapshots the tree. At the end `timewarp restore <src> --at T` of
-// each moment must equal its snapshot (names, bytes, types, link targets, modes, owners,
-// mtimes of files and directories), `timewarp check <src>` must report nothing (skipped
+// each moment must equal its snapshot (with a retention policy: each moment the policy
+// keeps; a thinned one may only be refused as thinned) (names, bytes, types, link targets, modes,
+// owners, mtimes of files and directories), `timewarp check <src>` must report nothing (skipped
 // while the command does not exist) and `timewarp verify` must be clean; no item may end
 // FAILED. A failure's report holds the seed, every difference, the versions of the paths
 // that differ, and the run's log of operations and faults with their times.
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "integration/convergence_faults.hpp"
+#include "integration/convergence_retention.hpp"
 
 namespace tw::test::convergence {
 
@@ -42,6 +44,10 @@ struct Options {
   bool directory_mtimes = true;      // compare directories' mtimes (off only to narrow down)
   std::chrono::seconds drain_timeout{120};
   std::string keep_dir;  // when set, a failed trial's directory is moved here
+  // A retention policy, the trial's clock over weeks, forget and gc beside the archivers
+  // (convergence_retention.hpp); its forgets and collections are killed now and then when
+  // any process fault is on.
+  RetentionSettings retention;
 };
 
 struct Result {

@@ -58,6 +58,11 @@ std::string fault_archiver_path() {
   return override_path && *override_path ? override_path : TW_FAULT_ARCHIVER_EXE;
 }
 
+std::string hooked_archiver_path() {
+  const char* override_path = std::getenv("TIMEWARP_TEST_HOOKED_ARCHIVER_EXE");
+  return override_path && *override_path ? override_path : TW_HOOKED_ARCHIVER_EXE;
+}
+
 System::System(SystemSettings settings, EventLog& log)
     : settings_(std::move(settings)), log_(log), launcher_(make_process_launcher()) {
   std::filesystem::create_directories(src());
@@ -99,16 +104,20 @@ std::vector<std::string> System::monitor_args() const {
       "--database=" + settings_.conninfo,
       "--scheduler-exe=" + scheduler_exe(),
   };
+  const bool hooked = !settings_.hooked_archiver_args.empty();
+  const std::string archiver = hooked ? hooked_archiver_path() : archiver_exe();
+  for (const auto& arg : settings_.hooked_archiver_args) args.push_back("--archiver-arg=" + arg);
+  if (hooked) args.push_back("--retention-interval=0");
   if (settings_.proxy) {
     args.push_back("--archiver-exe=" + fault_archiver_path());
-    args.push_back("--archiver-arg=--fault-real=" + archiver_exe());
+    args.push_back("--archiver-arg=--fault-real=" + archiver);
     args.push_back(fmt::format("--archiver-arg=--fault-seed={}", settings_.seed));
     args.push_back(
         fmt::format("--archiver-arg=--fault-retry-permille={}", settings_.retry_permille));
     args.push_back("--archiver-arg=--fault-state=" + settings_.work + "/proxy-state");
     args.push_back("--archiver-arg=--fault-log=" + proxy_log());
   } else {
-    args.push_back("--archiver-exe=" + archiver_exe());
+    args.push_back("--archiver-exe=" + archiver);
   }
   return args;
 }

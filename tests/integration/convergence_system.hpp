@@ -24,6 +24,8 @@ namespace tw::test::convergence {
 
 // The fault-injecting archiver proxy (TIMEWARP_TEST_FAULT_ARCHIVER_EXE overrides the built one).
 std::string fault_archiver_path();
+// The archiver with test hooks (TIMEWARP_TEST_HOOKED_ARCHIVER_EXE overrides the built one).
+std::string hooked_archiver_path();
 
 // The running (not zombie) children of `parent`, from /proc.
 std::vector<pid_t> running_children(pid_t parent);
@@ -40,6 +42,9 @@ struct SystemSettings {
   bool proxy = false;              // archivers behind timewarp-fault-archiver
   std::uint64_t seed = 1;
   int retry_permille = 0;
+  // Archivers are timewarp-hooked-archiver with these arguments (the trial's clock), and the
+  // monitor runs no retention of its own (it would read the real clock).
+  std::vector<std::string> hooked_archiver_args;
 };
 
 class System {

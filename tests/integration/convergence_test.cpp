@@ -2,7 +2,10 @@
 // "Convergence": requests reconcile, they do not replay): a fixed set of seeds, each a
 // trial of tests/integration/convergence_harness.hpp against the real monitor, scheduler,
 // archivers and PostgreSQL. One seed runs without faults, so a failure there is the
-// product's handling of the operations alone; the others deal every fault. More seeds:
+// product's handling of the operations alone; the others deal every fault. Two more run
+// with a retention policy over a clock that moves over weeks, forget and gc at random
+// moments beside the archivers (convergence_retention.hpp), one without faults and one
+// with every fault and the forgets and collections killed now and then. More seeds:
 // bench/soak (`timewarp-soak --trials N`).
 #include <iostream>
 
@@ -17,14 +20,17 @@ namespace {
 struct Case {
   std::uint64_t seed;
   bool faults;
+  bool retention = false;  // a policy, a clock over weeks, forget and gc beside the archivers
 };
 
 void PrintTo(const Case& c, std::ostream* out) {
-  *out << "seed " << c.seed << (c.faults ? ", all faults" : ", no faults");
+  *out << "seed " << c.seed << (c.faults ? ", all faults" : ", no faults")
+       << (c.retention ? ", retention" : "");
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return "Seed" + std::to_string(info.param.seed) + (info.param.faults ? "AllFaults" : "NoFaults");
+  return "Seed" + std::to_string(info.param.seed) + (info.param.faults ? "AllFaults" : "NoFaults") +
+         (info.param.retention ? "Retention" : "");
 }
 
 class Convergence : public ::testing::TestWithParam<Case> {};
@@ -34,6 +40,8 @@ TEST_P(Convergence, RestoreAtEveryQuietMomentEqualsTheTreeThen) {
   test::convergence::Options options;
   options.seed = GetParam().seed;
   if (!GetParam().faults) options.faults = test::convergence::Faults::none();
+  options.retention.on = GetParam().retention;
+  if (options.retention.on) options.moments = 8;  // enough for the clock to span weeks
   const auto result = test::convergence::run_trial(options);
   std::cout << result.summary << std::endl;
   EXPECT_TRUE(result.passed) << result.report;
@@ -41,7 +49,8 @@ TEST_P(Convergence, RestoreAtEveryQuietMomentEqualsTheTreeThen) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, Convergence,
                          ::testing::Values(Case{1, false}, Case{2, true}, Case{3, true},
-                                           Case{4, true}),
+                                           Case{4, true}, Case{5, false, true},
+                                           Case{6, true, true}),
                          case_name);
 
 }  // namespace

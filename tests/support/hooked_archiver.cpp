@@ -6,9 +6,11 @@
 //   TIMEWARP_ARCHIVER_CRASH_AT_STEP=N  the process kills itself with SIGKILL just before its
 //       Nth durable write step, to prove that a crash at any point leaves a valid archive
 //       (tests/archiver/crash_test.cpp).
-//   TIMEWARP_ARCHIVER_CLOCK_FILE=F  archive times are read from file F (nanoseconds since
-//       the epoch, in decimal), which the test rewrites to move the clock (the convergence
-//       trial with a retention policy over weeks).
+//   --hook-clock-offset=F (an argument, before or among the archiver's own, so it passes
+//       through the scheduler, which hands its archivers no test variable): archive times
+//       are the real clock plus the offset in file F (signed nanoseconds, in decimal),
+//       which the test rewrites to move the clock forward (the convergence trial with a
+//       retention policy over weeks). A missing or unreadable file counts as offset 0.
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,12 +18,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
-#include <string>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "archiver/program.hpp"
+#include "common/time.hpp"
 
 int main(int argc, char** argv) {
   tw::archiver::ArchiverHooks hooks;
@@ -34,13 +38,26 @@ int main(int argc, char** argv) {
       if (++*count == target) ::kill(::getpid(), SIGKILL);
     };
   }
-  if (const char* clock = std::getenv("TIMEWARP_ARCHIVER_CLOCK_FILE"); clock != nullptr) {
-    hooks.now = [file = std::string(clock)] {
-      std::ifstream in(file);
-      std::int64_t ns = 0;
-      in >> ns;
-      return ns;
+  // The hook's own arguments are taken out; the rest are the archiver's.
+  constexpr std::string_view kClockFlag = "--hook-clock-offset=";
+  std::vector<char*> args;
+  std::string clock_file;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (i > 0 && arg.starts_with(kClockFlag)) {
+      clock_file = arg.substr(kClockFlag.size());
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  if (!clock_file.empty()) {
+    hooks.now = [clock_file] {
+      std::int64_t offset = 0;
+      std::ifstream(clock_file) >> offset;
+      return tw::now_ns() + offset;
     };
   }
-  return tw::archiver::program_main(argc, argv, std::move(hooks));
+  args.push_back(nullptr);
+  return tw::archiver::program_main(static_cast<int>(args.size()) - 1, args.data(),
+                                    std::move(hooks));
 }
