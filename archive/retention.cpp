@@ -181,6 +181,11 @@ std::vector<bool> kept_versions(const std::vector<Version>& history, const KeptM
       last_kept = &v;
     }
   }
+  // A history that keeps anything keeps its latest version too, a tombstone included
+  // (deleted again between kept instants): the latest number stays the history's highest,
+  // so the next version is never given a number an earlier one had, and verify counts the
+  // removed versions as gaps below it (FORMAT.md, "Retention").
+  if (last_kept != nullptr && !history.empty()) keep.back() = true;
   return keep;
 }
 

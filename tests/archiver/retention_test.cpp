@@ -161,6 +161,15 @@ TEST_F(RetentionTest, ADeletedPathGoesOnceNoKeptInstantSeesIt) {
                                       version_at(2, at("2026-11-26T08:20:00Z"), Op::Delete),
                                       version_at(3, at("2026-11-26T10:25:00Z"))};
   EXPECT_EQ(kept_versions(again, kept), (std::vector<bool>{false, false, true}));
+  // Seen at 09:00, absent at 10:00, then made again and deleted again between kept
+  // instants: the second life goes but its tombstone stays, the latest, so the history's
+  // highest number is still its latest (else the next version would take a number used
+  // before, and verify would find fewer gaps than versions removed).
+  const std::vector<Version> twice = {version_at(1, at("2026-11-26T08:10:00Z")),
+                                      version_at(2, at("2026-11-26T09:20:00Z"), Op::Delete),
+                                      version_at(3, at("2026-11-26T10:10:00Z")),
+                                      version_at(4, at("2026-11-26T10:15:00Z"), Op::Delete)};
+  EXPECT_EQ(kept_versions(twice, kept), (std::vector<bool>{true, true, false, true}));
 }
 
 TEST_F(RetentionTest, AThinnedInstantNeverComesBack) {
