@@ -50,6 +50,16 @@ struct StoredContent {
   std::vector<std::string> chunks;
 };
 
+// What a layout finds beneath a directory but cannot give as a path (damage), for a restore
+// of the directory to name: none of it is restored.
+struct Unplaced {
+  // Archived entries beneath it that the layout knows of but no walk of its tree reaches.
+  std::uint64_t unreachable = 0;
+  // The rest, one line each (escaped), in the layout's own words: entries whose name cannot
+  // be a file's, parts of the tree whose place in it is lost.
+  std::vector<std::string> named;
+};
+
 // The versions that use each piece of stored content (content id -> "path vN"), gathered by
 // verify's walk of every history.
 using ContentUsers = std::map<std::string, std::vector<std::string>>;
@@ -67,10 +77,10 @@ class Layout {
   // The archived paths directly beneath `dir` (with those known only as parents), sorted.
   virtual Expected<std::vector<std::string>> children(std::string_view dir) = 0;
   // `dir` and every archived path beneath it, sorted (empty when `dir` is unknown).
-  // `unreachable` (optional) counts the archived entries beneath `dir` that the layout
-  // knows of but cannot reach (damage): a restore names them.
+  // `unplaced` (optional) gets what the layout finds beneath `dir` but cannot give as a
+  // path (damage): a restore names it.
   virtual Expected<std::vector<std::string>> paths_within(std::string_view dir,
-                                                          std::uint64_t* unreachable = nullptr) = 0;
+                                                          Unplaced* unplaced = nullptr) = 0;
   // Every path with a history, sorted (verify).
   virtual Expected<std::vector<std::string>> archived_paths() = 0;
   // Writes (or with fd -1 only checks) the content of file version `v`; the bytes written.
@@ -91,6 +101,10 @@ class Layout {
   virtual Expected<std::set<std::uint64_t>> pinned(std::string_view path) = 0;
   // The last collection that finished, if any.
   virtual Expected<std::optional<CollectReport>> last_collection() = 0;
+  // What the archive's files take and what its versions use, as of one snapshot; the
+  // versions `left_out` names (paths and numbers; `latest` is not read) counted as gone, to
+  // tell what removing them frees (Store::space).
+  virtual Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) = 0;
 };
 
 // What the layout that takes new versions can do besides: the requests' steps, and group

@@ -210,12 +210,18 @@ Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
   if (options.which.at_ns) TRY(kept_moment(layout, *options.which.at_ns));
   TRY_ASSIGN(const auto history, layout.versions(path));
   TRY_ASSIGN(const Chosen chosen, choose(path, history, options.which));
-  std::uint64_t unreachable = 0;  // archived entries the layout cannot reach: damage
-  TRY_ASSIGN(const auto within, layout.paths_within(path, &unreachable));
+  if (chosen.own != nullptr && chosen.own->exists() && !chosen.own->is_directory()) {
+    return restore_one(layout, path, *chosen.own, options, RestoreReport{});
+  }
+  Unplaced unplaced;  // what the layout finds beneath PATH but cannot place: damage
+  TRY_ASSIGN(const auto within, layout.paths_within(path, &unplaced));
   if (auto none = nothing_there(path, history, chosen, options.which, within.size() > 1)) {
     return *none;
   }
+  // What cannot be placed is named, one line each, and makes the restore fail (exit 1),
+  // never left out silently.
   RestoreReport report;
+  const std::uint64_t unreachable = unplaced.unreachable;
   if (unreachable > 0) {
     report.problems.push_back(fmt::format(
         "{} archived entr{} beneath {} cannot be reached and {} not restored (timewarp verify "
@@ -223,9 +229,7 @@ Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
         unreachable, unreachable == 1 ? "y" : "ies", shown_path(path),
         unreachable == 1 ? "was" : "were"));
   }
-  if (chosen.own != nullptr && !chosen.own->is_directory()) {
-    return restore_one(layout, path, *chosen.own, options, std::move(report));
-  }
+  for (auto& line : unplaced.named) report.problems.push_back(std::move(line));
   return restore_tree(layout, path, within, chosen, options, cancelled, std::move(report));
 }
 

@@ -21,6 +21,15 @@
 
 namespace tw::archive {
 
+// What forget would do now (Store::plan_forget_space): its report, and the archive's figures
+// with the versions it removes left out, unless they cannot be read (`unmeasured` says why:
+// a catalog of an earlier release, read before a writer upgraded it, cannot give them).
+struct ForgetPlan {
+  ForgetReport report;
+  std::optional<SpaceReport> space;
+  std::string unmeasured;
+};
+
 // An open archive. Several Store objects, in one process or several, may work on the
 // same root at once: writes are crash-safe and each path's history is changed under an
 // flock. One Store object must be used by one thread at a time.
@@ -135,6 +144,17 @@ class Store {
   // archivers that keep writing; and the last one that finished.
   Expected<CollectReport> collect(const CollectOptions& options);
   Expected<std::optional<CollectReport>> last_collection() const;
+
+  // Space (store_space.cpp). What the archive's files take on disk and what its versions
+  // use (SpaceReport), the catalog read in one snapshot; the versions `left_out` names
+  // (paths and numbers, as forget removes them) are counted as gone, so that `freed_bytes`
+  // says what removing them gives back once collected, after deduplication. Like a
+  // collection's mark it reads every version once, with two bits of memory per blob.
+  Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out = {}) const;
+  // What forget() would remove now (plan_forget()), and the archive's figures with those
+  // versions left out: what that would free. Fails only when the plan does.
+  Expected<ForgetPlan> plan_forget_space(const RetentionPolicy& policy, std::int64_t now_ns,
+                                         const ForgetOptions& options) const;
 
   // Re-reads every object and history. `progress` (optional) receives a line now and then.
   VerifyReport verify(const std::function<void(std::string_view)>& progress = {}) const;

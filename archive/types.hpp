@@ -176,6 +176,30 @@ struct CollectReport {
   std::uint64_t catalog_bytes_reclaimed = 0;  // the catalog file's shrinking
 };
 
+// What an archive takes on disk and how much of it its versions use (Store::space). A
+// blob's stored bytes are its bytes in its pack (compressed), its record header not counted;
+// in format 1 every object is one blob and every object counts as used.
+struct SpaceReport {
+  std::uint64_t content_files = 0;  // packs (format 2) or objects (format 1)
+  std::uint64_t content_bytes = 0;  // their bytes
+  std::uint64_t catalog_bytes = 0;  // catalog.db and its journal (format 1: the nodes' files)
+  std::uint64_t blobs = 0;          // blobs the catalog lists
+  std::uint64_t live_blobs = 0;     // those some version names
+  std::uint64_t live_bytes = 0;     // their stored bytes
+  // Pack bytes a collection could give back now, about: the packs' bytes less the live
+  // blobs' records and the packs' first lines. Only about: a pack a writer is still
+  // appending to counts its blobs not yet committed, and a pack of the first release of
+  // format 2 has larger record headers than the ones counted.
+  std::uint64_t dead_bytes = 0;
+  // The blobs that only the versions left out name, and their stored bytes: what removing
+  // those versions frees once collected, after deduplication (content a kept version
+  // names too stays). Unset when the layout cannot tell (format 1, never thinned).
+  std::optional<std::uint64_t> freed_blobs;
+  std::optional<std::uint64_t> freed_bytes;
+
+  std::uint64_t total_bytes() const { return content_bytes + catalog_bytes; }
+};
+
 // The on-disk formats (archive/FORMAT.md). An archive keeps the format it was made in;
 // a new one is made in kNewArchiveFormat unless asked otherwise.
 enum class ArchiveFormat { V1 = 1, V2 = 2 };

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "archive/store.hpp"
 #include "archive/timefmt.hpp"
 #include "cli/archive_commands.hpp"
+#include "cli/archive_status.hpp"
 #include "common/escape.hpp"
 #include "common/host.hpp"
 #include "common/protocol.hpp"
@@ -54,8 +56,10 @@ std::string policy_text(const Config& config) {
       config.keep_monthly, config.keep_yearly, zone);
 }
 
+// `space`: the archive's figures with the removed versions left out, when measured.
 void print_human(const Config& config, const ar::ForgetReport& report,
-                 const std::vector<Removal>& removals, std::int64_t now_ns, bool dry_run) {
+                 const std::vector<Removal>& removals, const ar::SpaceReport* space,
+                 std::int64_t now_ns, bool dry_run) {
   const char* verb = dry_run ? "would remove" : "removed";
   std::cout << fmt::format("policy at {}: {}\n", ar::format_time_ns(now_ns), policy_text(config));
   for (const auto& r : removals) {
@@ -68,10 +72,18 @@ void print_human(const Config& config, const ar::ForgetReport& report,
       "paths {} the archive whole\n",
       verb, report.removed, report.versions, report.content_bytes, report.whole_paths, report.paths,
       dry_run ? "would leave" : "left");
+  if (space != nullptr && space->freed_bytes) {
+    // After deduplication: content a kept version names too stays.
+    std::cout << fmt::format(
+        "{} about {} of pack space once collected ({} blobs no kept version names)\n",
+        dry_run ? "would free" : "frees", cli::bytes_text(*space->freed_bytes),
+        space->freed_blobs.value_or(0));
+  }
 }
 
 nlohmann::json report_json(const Config& config, const ar::ForgetReport& report,
-                           const std::vector<Removal>& removals, std::int64_t now_ns) {
+                           const std::vector<Removal>& removals, const ar::SpaceReport* space,
+                           std::int64_t now_ns) {
   nlohmann::json out;
   out["now"] = ar::format_time_ns(now_ns);
   out["policy"] = {{"keep_within_s", config.keep_within},  {"keep_hourly", config.keep_hourly},
@@ -95,6 +107,9 @@ nlohmann::json report_json(const Config& config, const ar::ForgetReport& report,
   out["versions_removed"] = report.removed;
   out["paths_removed_whole"] = report.whole_paths;
   out["content_bytes_removed"] = report.content_bytes;
+  // Stored bytes only the removed versions name (null: not measured, or a format-1 archive).
+  out["bytes_freed"] = nullptr;
+  if (space != nullptr && space->freed_bytes) out["bytes_freed"] = *space->freed_bytes;
   return out;
 }
 
@@ -159,6 +174,28 @@ ar::Expected<std::optional<ar::CollectReport>> collect_after(ar::Store& store, b
   return std::optional<ar::CollectReport>(*gc);
 }
 
+// What forget removed (or, in a dry run, would remove) and, when `measured`, the archive's
+// figures with those versions left out: what removing them frees.
+ar::Expected<ar::ForgetPlan> apply_policy(ar::Store& store, const ar::RetentionPolicy& policy,
+                                          std::int64_t now_ns, const ar::ForgetOptions& options,
+                                          bool dry_run, bool measured) {
+  if (dry_run) return store.plan_forget_space(policy, now_ns, options);
+  // Measured before anything goes: the plan reads every history once more, about what the
+  // removal itself costs (0.4 s beside 0.44 s on 100 000 versions).
+  ar::ForgetPlan applied;
+  if (measured) {
+    ar::ForgetOptions unlisted;  // each version is listed once, as it goes
+    unlisted.cancelled = options.cancelled;
+    auto plan = store.plan_forget_space(policy, now_ns, unlisted);
+    if (!plan) return plan.fault();
+    applied = std::move(*plan);
+  }
+  auto report = store.forget(policy, now_ns, options);
+  if (!report) return report.fault();
+  applied.report = std::move(*report);
+  return applied;
+}
+
 int run_forget(const Config& config, const ForgetArgs& args) {
   constexpr std::string_view kCmd = "forget";
   if (auto zone = ar::use_time_zone(config.retention_timezone); !zone) {
@@ -184,20 +221,25 @@ int run_forget(const Config& config, const ForgetArgs& args) {
       removals.push_back({path, v});
     };
   }
-  const auto policy = ar::retention_policy(config);
-  auto report = args.dry_run ? store->plan_forget(policy, now_ns, options)
-                             : store->forget(policy, now_ns, options);
-  if (!report) return fail(kCmd, report.error(), 1);
+  // With the collection, its figures say what went; without it, the figure measured first.
+  auto plan =
+      apply_policy(*store, ar::retention_policy(config), now_ns, options, args.dry_run, args.no_gc);
+  if (!plan) return fail(kCmd, plan.error(), 1);
+  if (!plan->unmeasured.empty()) {
+    spdlog::warn("forget: cannot tell what the removal frees: {}", plan->unmeasured);
+  }
+  const ar::ForgetReport& report = plan->report;
+  const ar::SpaceReport* space = plan->space ? &*plan->space : nullptr;
   auto gc = collect_after(*store, args.dry_run || args.no_gc);
   if (!gc) return fail(kCmd, gc.error(), 1);
   const std::optional<ar::CollectReport>& collected = *gc;
   if (args.json) {
-    auto out = report_json(config, *report, removals, now_ns);
+    auto out = report_json(config, report, removals, space, now_ns);
     if (args.summary) out.erase("remove");
     if (collected) out["collection"] = collect_json(*collected);
     std::cout << out.dump(2) << "\n";
   } else {
-    print_human(config, *report, removals, now_ns, args.dry_run);
+    print_human(config, report, removals, space, now_ns, args.dry_run);
     if (collected) std::cout << collect_text(*collected);
   }
   std::cout.flush();

@@ -17,13 +17,14 @@
 
 #include <fmt/format.h>
 
+#include "cli/archive_status.hpp"
 #include "cli/status_view.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 #include "common/time.hpp"
 #include "db/connection.hpp"
-#include "db/session.hpp"
 #include "db/housekeeping.hpp"
+#include "db/session.hpp"
 #include "db/status.hpp"
 
 namespace tw::cli {
@@ -139,8 +140,10 @@ bool wait_for_interrupt(std::chrono::milliseconds timeout) {
     if (left.count() <= 0) break;
     timespec ts = ns_timespec(left.count());
     const int signal = ::sigtimedwait(&set, nullptr, &ts);
-    if (signal > 0) interrupted = true;
-    else if (errno != EINTR) break;
+    if (signal > 0)
+      interrupted = true;
+    else if (errno != EINTR)
+      break;
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return interrupted;
@@ -181,15 +184,59 @@ std::string terminal_frame(const std::string& text, bool first) {
   return out;
 }
 
+// The archive's part of `status`, when a backup root is configured: read on the first frame,
+// then again once a minute at most (reading plans a forget over every history), so a watch
+// stays cheap.
+class ArchiveFigures {
+ public:
+  explicit ArchiveFigures(const Config& config) : config_(config) {}
+
+  // The figures for a frame drawn now (none without a backup root), and in `age` how many
+  // seconds ago they were read.
+  const ArchiveStatus* now(double& age) {
+    age = 0;
+    if (config_.backup_root.empty()) return nullptr;
+    const auto frame = Clock::now();
+    if (!figures_ || frame - read_ >= kRereadAfter) {
+      figures_ = read_archive_status(config_);
+      read_ = Clock::now();
+      return &*figures_;  // read for this frame: no age
+    }
+    age = seconds_of(frame - read_);
+    return &*figures_;
+  }
+
+ private:
+  static constexpr std::chrono::seconds kRereadAfter{60};
+  const Config& config_;
+  std::optional<ArchiveStatus> figures_;
+  Clock::time_point read_;
+};
+
+// One status: the queue's, then the archive's when there is one to show. JSON when
+// `json_indent` is set (-1: on one line).
+std::string status_output(const db::StatusReport& report, const ViewOptions& view,
+                          const WatchProgress* progress, ArchiveFigures& archive,
+                          std::optional<int> json_indent) {
+  double age = 0;
+  const ArchiveStatus* figures = archive.now(age);
+  if (json_indent) {
+    Json doc = status_json(report, view, progress);
+    if (figures != nullptr) doc["archive"] = archive_json(*figures, age);
+    return dump_json(doc, *json_indent) + "\n";
+  }
+  std::string text = status_text(report, view, progress);
+  if (figures != nullptr) text += archive_text(*figures, age, view);
+  return text;
+}
+
 int run_status_once(const Config& config, const StatusOptions& options) {
   db::Connection conn(config.database);
   const auto view = view_options(config, conn, options.color);
   const auto report = db::read_status(conn, options.failures);
-  if (options.json) {
-    std::cout << dump_json(status_json(report, view), 2) << "\n";
-  } else {
-    std::cout << status_text(report, view);
-  }
+  ArchiveFigures archive(config);
+  std::cout << status_output(report, view, nullptr, archive,
+                             options.json ? std::optional<int>(2) : std::nullopt);
   return 0;
 }
 
@@ -204,16 +251,16 @@ int run_status_watch(const Config& config, const StatusOptions& options) {
       std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.1, options.interval) * 1000));
   std::optional<std::int64_t> finished_at_start;
   ViewOptions view;
+  ArchiveFigures archive(config);
   // One attempt a frame: the frame shows why the database is away, so nothing is logged.
-  db::Session session({.conninfo = config.database,
-                       .who = "status",
-                       .first_delay = interval,
-                       .max_delay = interval,
-                       .on_connect =
-                           [&](db::Connection& conn) {
-                             view = view_options(config, conn, options.color);
-                           },
-                       .log_failures = false});
+  db::Session session(
+      {.conninfo = config.database,
+       .who = "status",
+       .first_delay = interval,
+       .max_delay = interval,
+       .on_connect =
+           [&](db::Connection& conn) { view = view_options(config, conn, options.color); },
+       .log_failures = false});
   catch_interrupts();
   for (int frame = 1; options.count <= 0 || frame <= options.count; ++frame) {
     const auto started = Clock::now();
@@ -227,8 +274,8 @@ int run_status_watch(const Config& config, const StatusOptions& options) {
       // Pruning lowers the completed total; progress never goes backwards for it.
       finished_at_start = std::min(*finished_at_start, finished);
       const WatchProgress progress{finished - *finished_at_start, backlog(report->counts), frame};
-      body = options.json ? dump_json(status_json(*report, view, &progress), -1) + "\n"
-                          : status_text(*report, view, &progress);
+      body = status_output(*report, view, &progress, archive,
+                           options.json ? std::optional<int>(-1) : std::nullopt);
     } else {
       const auto failure = session.last_failure().value_or(
           db::Session::Failure{db::ErrorKind::Outage, "no connection yet", ""});
@@ -236,10 +283,10 @@ int run_status_watch(const Config& config, const StatusOptions& options) {
       if (options.json) {
         body = dump_json({{"error", text}, {"watch", {{"frame", frame}}}}, -1) + "\n";
       } else {
-        body = fmt::format("TimeWarp status: {}: {}\nretrying every {}\n",
-                           failure.kind == db::ErrorKind::Outage ? "database unreachable"
-                                                                 : "database error",
-                           text, duration(seconds_of(interval)));
+        body = fmt::format(
+            "TimeWarp status: {}: {}\nretrying every {}\n",
+            failure.kind == db::ErrorKind::Outage ? "database unreachable" : "database error", text,
+            duration(seconds_of(interval)));
       }
     }
     if (options.json) {
@@ -349,8 +396,8 @@ namespace {
 // missing-schema hint. Returns it and its options, for more options of its own.
 template <class Options>
 std::pair<CLI::App*, std::shared_ptr<Options>> add_listing(
-    CLI::App& app, Config& config, std::function<int()>& run, const char* name,
-    const char* about, const char* limit_help, int (*runner)(const Config&, const Options&)) {
+    CLI::App& app, Config& config, std::function<int()>& run, const char* name, const char* about,
+    const char* limit_help, int (*runner)(const Config&, const Options&)) {
   auto options = std::make_shared<Options>();
   auto* command = app.add_subcommand(name, about);
   command->add_option("--limit", options->limit, limit_help)
@@ -370,7 +417,9 @@ std::pair<CLI::App*, std::shared_ptr<Options>> add_listing(
 void add_status_commands(CLI::App& app, Config& config, std::function<int()>& run) {
   auto status_options = std::make_shared<StatusOptions>();
   auto* status = app.add_subcommand(
-      "status", "backlog, progress, schedulers and recent failures of the queue");
+      "status",
+      "backlog, progress, schedulers and recent failures of the queue; the archive's size and "
+      "what retention would reclaim, when backup_root is set");
   status->add_flag("--json", status_options->json,
                    "one JSON document (with --watch: one per line)");
   status->add_flag("--watch,-w", status_options->watch,

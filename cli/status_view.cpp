@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -178,8 +179,8 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
                                report.database_errors.size(),
                                report.database_errors.size() == 1 ? "process" : "processes")));
     for (const auto& e : report.database_errors) {
-      out += fmt::format("  {} #{} on {}  pid {}  {} since it started, failing for {}\n",
-                         e.process, e.id, shown_text(e.host), e.pid, plural(e.errors, "error"),
+      out += fmt::format("  {} #{} on {}  pid {}  {} since it started, failing for {}\n", e.process,
+                         e.id, shown_text(e.host), e.pid, plural(e.errors, "error"),
                          duration(e.failing_for));
       out += fmt::format("      {}\n", paint.red(shown_text(e.error, 300)));
     }
@@ -245,6 +246,103 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
                     {"remaining", watch->remaining},
                     {"fraction_done", total > 0 ? static_cast<double>(watch->done) / total : 1.0}};
   }
+  return doc;
+}
+
+std::string archive_text(const ArchiveStatus& archive, double age, const ViewOptions& options) {
+  const Paint paint{options.color};
+  std::string out = "\n";
+  const auto line = [&out](std::string_view label, const std::string& text) {
+    out += fmt::format("{:<12}{}\n", label, text);
+  };
+  if (!archive.error.empty()) {
+    line("archive", paint.red(fmt::format("{} cannot be read: {}", shown_path(archive.root),
+                                          shown_text(archive.error, 300))));
+    return out;
+  }
+  // A format-1 archive is read only: never thinned, never collected.
+  const bool thinned = archive.format >= 2;
+  const auto& s = archive.space;
+  if (!s) {
+    line("archive", paint.yellow(fmt::format("{} (format {}): its size cannot be read: {}",
+                                             shown_path(archive.root), archive.format,
+                                             shown_text(archive.unmeasured, 300))));
+  } else {
+    line("archive",
+         fmt::format(
+             "{} (format {}): {}, of which {} in {} and {} of catalog", shown_path(archive.root),
+             archive.format, bytes_text(s->total_bytes()), bytes_text(s->content_bytes),
+             plural(static_cast<std::int64_t>(s->content_files), thinned ? "pack" : "object"),
+             bytes_text(s->catalog_bytes)));
+    line("live", fmt::format("{} in {} that versions name; {}", bytes_text(s->live_bytes),
+                             plural(static_cast<std::int64_t>(s->live_blobs), "blob"),
+                             thinned ? fmt::format("a collection could give back about {} now",
+                                                   bytes_text(s->dead_bytes))
+                                     : std::string("a format-1 archive is never collected")));
+  }
+  std::string retention = fmt::format("the policy would remove {} of {} versions now",
+                                      archive.removable, archive.versions);
+  if (s && s->freed_bytes) {
+    retention += fmt::format(", freeing about {}", bytes_text(*s->freed_bytes));
+  }
+  line("retention", retention);
+  if (const auto& c = archive.last_collection) {
+    line("last gc",
+         fmt::format("#{} {} ago ({}), took {}: {} given back, {} removed", c->collection,
+                     duration(archive.collection_age + age), archive.collection_finished_at,
+                     duration(static_cast<double>(c->finished_ns - c->started_ns) / 1e9),
+                     bytes_text(c->bytes_reclaimed),
+                     plural(static_cast<std::int64_t>(c->blobs_swept), "blob")));
+  } else {
+    line("last gc", "none yet");
+  }
+  if (age >= 1) {
+    out += fmt::format("  (read {} ago, in {}; a watch reads the archive once a minute)\n",
+                       duration(age), duration(archive.read_seconds));
+  }
+  return out;
+}
+
+Json archive_json(const ArchiveStatus& archive, double age) {
+  // The root as the queue escapes paths: any byte Linux allows, in valid JSON.
+  Json doc{{"root", escape_bytes(archive.root)}, {"read_at", archive.read_at}};
+  if (!archive.error.empty()) {
+    doc["error"] = archive.error;
+    return doc;
+  }
+  doc["format"] = archive.format;
+  doc["read_seconds"] = archive.read_seconds;
+  doc["age_seconds"] = age;
+  const auto& s = archive.space;
+  if (s) {
+    for (const auto& [key, value] : {std::pair{"bytes", s->total_bytes()},
+                                     {"content_files", s->content_files},
+                                     {"content_bytes", s->content_bytes},
+                                     {"catalog_bytes", s->catalog_bytes},
+                                     {"blobs", s->blobs},
+                                     {"live_blobs", s->live_blobs},
+                                     {"live_bytes", s->live_bytes},
+                                     {"collectable_bytes", s->dead_bytes}}) {
+      doc[key] = value;
+    }
+  } else {
+    doc["space_error"] = archive.unmeasured;
+  }
+  doc["retention"] = {{"versions", archive.versions},
+                      {"versions_removed", archive.removable},
+                      {"paths_removed_whole", archive.removable_paths},
+                      {"bytes_freed", s && s->freed_bytes ? Json(*s->freed_bytes) : Json(nullptr)}};
+  Json last = nullptr;
+  if (const auto& c = archive.last_collection) {
+    last = Json{{"collection", c->collection},
+                {"finished_at", archive.collection_finished_at},
+                {"age_seconds", archive.collection_age + age},
+                {"seconds", static_cast<double>(c->finished_ns - c->started_ns) / 1e9},
+                {"blobs_removed", c->blobs_swept},
+                {"bytes_removed", c->bytes_swept},
+                {"bytes_reclaimed", c->bytes_reclaimed}};
+  }
+  doc["last_collection"] = std::move(last);
   return doc;
 }
 

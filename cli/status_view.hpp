@@ -1,6 +1,7 @@
-// How `timewarp status`, `history` and `failed` present what db/status.hpp reads: plain
-// text (with ANSI colour only when asked, i.e. on a terminal) and JSON documents. Pure
-// functions of their arguments, safe from any thread.
+// How `timewarp status`, `history` and `failed` present what db/status.hpp reads (and
+// `status` what cli/archive_status.hpp reads of the archive): plain text (with ANSI colour
+// only when asked, i.e. on a terminal) and JSON documents. Pure functions of their
+// arguments, safe from any thread.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/archive_status.hpp"
 #include "common/escape.hpp"
 #include "db/status.hpp"
 
@@ -47,6 +49,12 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
                         const WatchProgress* watch = nullptr);
 Json status_json(const db::StatusReport& report, const ViewOptions& options,
                  const WatchProgress* watch = nullptr);
+
+// The archive's lines of `status`, after the queue's, and its part of the JSON document
+// ("archive"). `age` is how many seconds ago `archive` was read (a watch reads it once a
+// minute).
+std::string archive_text(const ArchiveStatus& archive, double age, const ViewOptions& options);
+Json archive_json(const ArchiveStatus& archive, double age);
 
 Json item_json(const db::ItemRecord& item);
 // One line per item, then its error indented below it.

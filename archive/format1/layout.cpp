@@ -2,6 +2,7 @@
 #include "archive/format1/layout.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -129,7 +130,7 @@ Expected<std::vector<std::string>> Format1Layout::children(std::string_view dir)
 }
 
 Expected<std::vector<std::string>> Format1Layout::paths_within(std::string_view dir,
-                                                               std::uint64_t* unreachable) {
+                                                               Unplaced* unplaced) {
   std::uint64_t unnamed = 0;
   std::vector<std::string> paths;
   if (path_of_key(sha256_hex(dir))) {
@@ -143,7 +144,7 @@ Expected<std::vector<std::string>> Format1Layout::paths_within(std::string_view 
     }
   }
   std::sort(paths.begin(), paths.end());
-  if (unreachable != nullptr) {
+  if (unplaced != nullptr) {
     // Named nodes beneath `dir` that no marker walk reaches (a lost marker or a lost
     // directory node between them) cannot be restored either.
     nodes_.reset();  // scanned anew: what a restore names is what is there now
@@ -151,7 +152,7 @@ Expected<std::vector<std::string>> Format1Layout::paths_within(std::string_view 
     for (const auto& [key, node] : nodes()) {
       if (node.path && path_within(*node.path, dir) && reached.count(*node.path) == 0) ++unnamed;
     }
-    *unreachable = unnamed;
+    unplaced->unreachable = unnamed;
   }
   return paths;
 }
@@ -245,6 +246,45 @@ void Format1Layout::scan_node(const std::string& base, const std::string& key,
     }
     (marker->second ? node.pending : node.children).push_back(marker->first);
   }
+}
+
+// --- Space ----------------------------------------------------------------------------
+
+namespace {
+
+// The files in the buckets of `dir` (objects/ or nodes/; a node's .children folder is not
+// one): how many, and their bytes.
+struct FileTally {
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;
+};
+Expected<FileTally> tally_files(const std::string& dir, const std::function<bool()>& cancelled) {
+  FileTally tally;
+  bool failed = false;
+  for (const auto& bucket : list_dir(dir, &failed)) {
+    for (const auto& name : list_dir(dir + "/" + bucket)) {
+      if (cancelled && cancelled()) return retry("cancelled");
+      struct stat st {};
+      const std::string file = dir + "/" + bucket + "/" + name;
+      if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      ++tally.files;
+      tally.bytes += static_cast<std::uint64_t>(st.st_size);
+    }
+  }
+  if (failed) return retry(fmt::format("cannot list {}", dir));
+  return tally;
+}
+
+}  // namespace
+
+Expected<SpaceReport> Format1Layout::space(const std::vector<DroppedVersions>& /*left_out*/) {
+  TRY_ASSIGN(const FileTally objects, tally_files(root_ + "/objects", cancelled_));
+  TRY_ASSIGN(const FileTally nodes, tally_files(root_ + "/nodes", cancelled_));
+  SpaceReport out;
+  out.content_files = out.blobs = out.live_blobs = objects.files;  // every object counts as used
+  out.content_bytes = out.live_bytes = objects.bytes;
+  out.catalog_bytes = nodes.bytes;
+  return out;
 }
 
 }  // namespace tw::archive

@@ -27,7 +27,7 @@ class Format1Layout final : public Layout {
   Expected<std::vector<Version>> versions(std::string_view path) override;
   Expected<std::vector<std::string>> children(std::string_view dir) override;
   Expected<std::vector<std::string>> paths_within(std::string_view dir,
-                                                  std::uint64_t* unreachable) override;
+                                                  Unplaced* unplaced) override;
   Expected<std::vector<std::string>> archived_paths() override;
   Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
   std::vector<std::string> content_ids(const Version& v) const override;
@@ -42,6 +42,9 @@ class Format1Layout final : public Layout {
   Expected<std::optional<CollectReport>> last_collection() override {
     return std::optional<CollectReport>{};
   }
+  // The objects and the nodes' files on disk; every object counts as used, and no freed
+  // figure is given (nothing is ever removed from a format-1 archive).
+  Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) override;
 
  private:
   // A node as the whole-archive scan found it: its name (from its .path file or its

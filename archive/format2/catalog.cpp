@@ -1,12 +1,12 @@
 // The format-2 catalog (catalog.hpp) on SQLite: opening it, the queries and the commit
-// (the catalog's inside: catalog_impl.hpp).
+// (the catalog's inside: catalog_impl.hpp; the tree's listings and checks:
+// catalog_structure.cpp).
 #include "archive/format2/catalog.hpp"
 
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -104,17 +104,6 @@ Expected<std::optional<Version>> Catalog::latest(std::string_view path) const {
   return std::optional<Version>(std::move(last.front()));
 }
 
-Expected<std::vector<std::string>> Catalog::children(std::string_view dir) const {
-  return impl_->read([&]() -> Expected<std::vector<std::string>> {
-    TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(dir));
-    std::vector<std::string> out;
-    if (!node) return out;
-    TRY_ASSIGN(auto children, impl_->children_of(*node, dir, false));
-    for (auto& child : children) out.push_back(std::move(child.path));
-    return out;
-  });
-}
-
 Expected<bool> Catalog::has_children(std::string_view dir) const {
   return impl_->read([&]() -> Expected<bool> {
     TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(dir));
@@ -126,36 +115,6 @@ Expected<bool> Catalog::has_children(std::string_view dir) const {
     if (rc == SQLITE_DONE) return false;
     return archive_fault(Error{impl_->failure("looking up children")});
   });
-}
-
-// `dir`'s subtree (the whole tree from "/"), sorted by path; `archived_only`: the paths
-// with a history.
-Expected<std::vector<std::string>> Catalog::subtree(std::string_view dir,
-                                                    bool archived_only) const {
-  return impl_->read([&]() -> Expected<std::vector<std::string>> {
-    std::vector<std::string> out;
-    TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(dir));
-    if (!node) return out;
-    bool archived = true;
-    if (archived_only) {
-      TRY_ASSIGN(auto s,
-                 impl_->statement("SELECT EXISTS (SELECT 1 FROM versions WHERE node = ?1)"));
-      sqlite3_bind_int64(*s, 1, *node);
-      if (sqlite3_step(*s) != SQLITE_ROW) {
-        return archive_fault(Error{impl_->failure("reading a history")});
-      }
-      archived = sqlite3_column_int(*s, 0) != 0;
-    }
-    TRY(impl_->walk(*node, std::string(dir), archived, archived_only, out));
-    std::sort(out.begin(), out.end());
-    return out;
-  });
-}
-
-Expected<std::vector<std::string>> Catalog::archived_paths() const { return subtree("/", true); }
-
-Expected<std::vector<std::string>> Catalog::paths_within(std::string_view dir) const {
-  return subtree(dir, false);
 }
 
 int Catalog::schema_version() const { return impl_->schema; }

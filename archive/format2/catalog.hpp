@@ -57,6 +57,27 @@ struct MovedBlob {
   BlobRef to;
 };
 
+// A part of the tree that no path reaches (FORMAT.md, "Verify"), and how much of the
+// archive it holds.
+struct LostPart {
+  enum class Kind {
+    BadName,   // a row whose name cannot be a file's (or is text, which no look-up finds)
+    LostRow,   // rows whose parent, or versions whose node, names no row: `node` is that id
+    NoParent,  // a row with no parent that is not the root
+    Loop,      // rows whose parents loop without reaching the root: `node` the least on it
+  };
+  Kind kind = Kind::LostRow;
+  std::int64_t node = 0;
+  std::string parent;          // BadName: the path of its parent (raw)
+  std::string name;            // BadName, NoParent: its name (raw)
+  bool text = false;           // BadName: the name is stored as text, not as bytes
+  bool has_rows = false;       // LostRow: rows name it as their parent (else versions only)
+  std::uint64_t archived = 0;  // paths with a history at and beneath it
+  std::string first;           // the first of them, shown from the part: "<node 12>/sub/y"
+};
+// The line that names `part`, for a person (escaped).
+std::string describe(const LostPart& part);
+
 class Catalog {
  public:
   // Opens (ReadWrite: creates when absent) the catalog file.
@@ -69,18 +90,33 @@ class Catalog {
   Expected<std::vector<Version>> versions(std::string_view path) const;
   // Its latest version, if any: one look-up whatever the length of the history.
   Expected<std::optional<Version>> latest(std::string_view path) const;
+
+  // --- The tree (catalog_structure.cpp; has_children in catalog.cpp). A row whose name
+  // cannot be a file's, and what lies beneath it, is no path: listings leave it out.
   // The paths in the tree directly beneath `dir` (archived or known as parents), sorted.
   Expected<std::vector<std::string>> children(std::string_view dir) const;
   // Whether any path lies beneath `dir` (one index look-up).
   Expected<bool> has_children(std::string_view dir) const;
-  // `dir` (when in the tree) and every path beneath it, sorted.
-  Expected<std::vector<std::string>> paths_within(std::string_view dir) const;
+  // `dir` (when in the tree) and every path beneath it, sorted; `bad` (optional) gets the
+  // rows beneath `dir` whose name cannot be a file's.
+  Expected<std::vector<std::string>> paths_within(std::string_view dir,
+                                                  std::vector<LostPart>* bad = nullptr) const;
+  // Every path with a history, sorted (for verify).
+  Expected<std::vector<std::string>> archived_paths() const;
+  // Verify's look at the tree: every part of it no path reaches, from one snapshot; `each`
+  // gets every version there, with its path shown from its part ("<node 12>/sub/y").
+  Expected<std::vector<LostPart>> lost_parts(
+      const std::function<void(const std::string&, const Version&)>& each) const;
+  // A restore's: the rows (and versions) whose parent (or node) names no row and the
+  // parentless rows, found by one scan of the index by parent and one of the versions,
+  // without a walk of the tree (a loop of parents is found by a walk of the whole tree:
+  // verify's).
+  Expected<std::vector<LostPart>> lost_rows() const;
+
   // Where blob `id` lives, if the catalog knows it.
   Expected<std::optional<BlobRef>> blob(std::string_view id) const;
   // Every blob the catalog names, ordered by pack and offset (for verify).
   Expected<std::vector<std::pair<std::string, BlobRef>>> all_blobs() const;
-  // Every path with a history, sorted (for verify).
-  Expected<std::vector<std::string>> archived_paths() const;
   // SQLite's own check of the file: empty when sound, else its findings.
   Expected<std::string> integrity_problems() const;
   // The schema version of the file (PRAGMA user_version): 2, or 1 when read-only and not
@@ -143,10 +179,20 @@ class Catalog {
   Done finish_collection(const CollectReport& report);
   Expected<std::optional<CollectReport>> last_collection() const;
 
+  // --- Space (catalog_space.cpp). The blobs and those versions name, from one snapshot;
+  // the versions `left_out` names counted as gone: the blobs only they name are `freed`.
+  // Fills the blob figures of `out`. Needs schema 4 (blob row ids): an older catalog, read
+  // before a writer upgraded it, is refused.
+  Done space(const std::vector<DroppedVersions>& left_out, const std::function<bool()>& cancelled,
+             SpaceReport& out) const;
+
  private:
   struct Impl;
   explicit Catalog(std::unique_ptr<Impl> impl);
-  Expected<std::vector<std::string>> subtree(std::string_view dir, bool archived_only) const;
+  Expected<std::vector<std::string>> subtree(std::string_view dir, bool archived_only,
+                                             std::vector<LostPart>* bad) const;
+  Expected<std::vector<LostPart>> lost(
+      bool whole, const std::function<void(const std::string&, const Version&)>* each) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,6 +1,8 @@
 // The inside of format 2's catalog (catalog.hpp), shared by the files that implement it:
-// catalog.cpp (opening, the queries, the commit), catalog_retention.cpp (kept moments, pins,
-// removed versions) and catalog_collect.cpp (collection). Internal to the catalog.
+// catalog.cpp (opening, the queries, the commit), catalog_structure.cpp (the tree of paths
+// and its damage), catalog_retention.cpp (kept moments, pins, removed versions),
+// catalog_collect.cpp (collection) and catalog_space.cpp (bytes used and freed). Internal to
+// the catalog.
 #pragma once
 
 #include <sqlite3.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -288,6 +291,16 @@ struct Catalog::Impl {
   Done mark_versions(std::vector<std::uint64_t>& bits, const std::function<bool()>& cancelled);
   Done sort_blobs(const std::vector<std::uint64_t>& bits, BlobMarks& marks);
   Done drop_pack_row(std::int64_t pack);
+
+  // Space (catalog_space.cpp): the node ids and sorted numbers of the versions left out,
+  // and the scan that marks the blobs every version names (`all`) and those the versions not
+  // left out name (`kept`).
+  using LeftOut = std::map<std::int64_t, std::vector<std::uint64_t>>;
+  Expected<LeftOut> left_out_nodes(const std::vector<DroppedVersions>& left_out);
+  Done mark_space(const LeftOut& left_out, std::vector<std::uint64_t>& all,
+                  std::vector<std::uint64_t>& kept, const std::function<bool()>& cancelled);
+  Done count_space(const std::vector<std::uint64_t>& all, const std::vector<std::uint64_t>& kept,
+                   SpaceReport& out);
 };
 
 }  // namespace tw::archive

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "archive/format2/sqlite.hpp"
 #include "archive/sha256.hpp"
 
@@ -14,18 +16,24 @@ namespace tw::archive {
 using sqlite::bind_optional;
 using sqlite::column_bytes;
 
+const char* version_columns(int schema) {
+  return schema >= 3 ? "number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino, "
+                       "link, moved_from, moved_to, chunks, read_after"
+                     : "number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino, "
+                       "link, moved_from, moved_to, chunks, NULL";
+}
+
 const char* select_versions_sql(int schema) {
-  return schema >= 3 ? "SELECT number, archived_at, op, size, sha256, mode, uid, gid, mtime, "
-                       "dev, ino, link, moved_from, moved_to, chunks, read_after FROM versions "
-                       "WHERE node = ?1 ORDER BY number DESC LIMIT ?2"
-                     : "SELECT number, archived_at, op, size, sha256, mode, uid, gid, mtime, "
-                       "dev, ino, link, moved_from, moved_to, chunks FROM versions WHERE node "
-                       "= ?1 ORDER BY number DESC LIMIT ?2";
+  const auto sql = [](int s) {
+    return fmt::format("SELECT {} FROM versions WHERE node = ?1 ORDER BY number DESC LIMIT ?2",
+                       version_columns(s));
+  };
+  static const std::string before_3 = sql(2), from_3 = sql(3);
+  return (schema >= 3 ? from_3 : before_3).c_str();
 }
 
 Version read_version(sqlite3_stmt* s) {
-  // Columns: number, archived_at, op, size, sha256, mode, uid, gid, mtime, dev, ino,
-  // link, moved_from, moved_to, chunks, and from schema 3 read_after
+  // Columns: version_columns()
   Version v;
   v.number = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
   v.archived_at_ns = sqlite3_column_int64(s, 1);

@@ -13,8 +13,10 @@ struct sqlite3_stmt;
 
 namespace tw::archive {
 
-// A path's versions, newest first (?1 its node, ?2 how many; -1: all), in the columns
-// read_version() reads; a schema before 3 has no read_after.
+// The columns of `versions` that read_version() reads, in its order (a schema before 3 has
+// no read_after: NULL in its place), for a query that selects more after them.
+const char* version_columns(int schema);
+// A path's versions, newest first (?1 its node, ?2 how many; -1: all), in those columns.
 const char* select_versions_sql(int schema);
 Version read_version(sqlite3_stmt* s);
 

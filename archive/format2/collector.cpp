@@ -84,7 +84,7 @@ Collector::Collector(DiskWriter& disk, Catalog& catalog, std::string root)
 
 Expected<CollectReport> Collector::run(const CollectOptions& options) {
   TRY_ASSIGN(const UniqueFd lock, take_collection_lock(disk_, root_));
-  Pass pass{options, {}, {}};
+  Pass pass{options, {}, {}, {}};
   pass.report.started_ns = now_ns();
   disk_.step("collect-begin");
   TRY_ASSIGN(pass.report.collection, catalog_.begin_collection(pass.report.started_ns));

@@ -3,6 +3,7 @@
 #include "archive/format2/layout.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "archive/paths.hpp"
+#include "common/dirs.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 
@@ -26,9 +28,34 @@ constexpr auto kClaimWait = std::chrono::milliseconds(200);
 // a reason to try later, not to block.
 constexpr auto kFoldWait = std::chrono::milliseconds(100);
 
+// The bytes of `file`; 0 when it is gone (a pack a collection removed meanwhile, a journal
+// folded away).
+Expected<std::uint64_t> bytes_of(const std::string& file) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0) return static_cast<std::uint64_t>(st.st_size);
+  if (errno == ENOENT) return std::uint64_t{0};
+  return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
+}
+
 Fault lock_fault(int err) {
   return err == EINTR ? retry("cancelled")
                       : errno_fault(err, Side::Archive, "locking a path in locks");
+}
+
+// What a restore of `dir` cannot place: the rows beneath it whose name cannot be a file's
+// (`bad`), and the lost rows anywhere that hold archived paths, which may have lain beneath
+// it (where they lay went with the row that is gone).
+Done name_unplaced(const Catalog& catalog, std::string_view dir, std::vector<LostPart>& bad,
+                   Unplaced& unplaced) {
+  for (const auto& part : bad) unplaced.named.push_back(describe(part));
+  TRY_ASSIGN(const auto lost, catalog.lost_rows());
+  for (const auto& part : lost) {
+    if (part.archived == 0) continue;
+    unplaced.named.push_back(fmt::format(
+        "{}; where it lay in the tree is lost: it may belong beneath {}, and is not restored",
+        describe(part), shown_path(dir)));
+  }
+  return Ok{};
 }
 
 }  // namespace
@@ -91,9 +118,11 @@ Expected<std::vector<std::string>> Format2Layout::children(std::string_view dir)
 }
 
 Expected<std::vector<std::string>> Format2Layout::paths_within(std::string_view dir,
-                                                               std::uint64_t* unreachable) {
-  if (unreachable != nullptr) *unreachable = 0;
-  TRY_ASSIGN(std::vector<std::string> paths, catalog_->paths_within(dir));
+                                                               Unplaced* unplaced) {
+  std::vector<LostPart> bad;
+  TRY_ASSIGN(std::vector<std::string> paths,
+             catalog_->paths_within(dir, unplaced != nullptr ? &bad : nullptr));
+  if (unplaced != nullptr) TRY(name_unplaced(*catalog_, dir, bad, *unplaced));
   for (auto& p : staged_within(dir, false)) paths.push_back(std::move(p));
   return sorted_once(std::move(paths));
 }
@@ -362,6 +391,39 @@ Expected<bool> Format2Layout::fold_journal() {
   if (!closed_.empty()) return false;  // groups under way: a quiet archive later
   TRY_ASSIGN(const bool folded, catalog_->fold_journal(kFoldWait));
   return folded;
+}
+
+// --- Space ------------------------------------------------------------------------------
+
+Expected<SpaceReport> Format2Layout::space(const std::vector<DroppedVersions>& left_out) {
+  SpaceReport out;
+  TRY(catalog_->space(left_out, hooks_.cancelled, out));
+  const std::string packs = root_ + "/packs";
+  const auto buckets = directory_names(packs);
+  if (!buckets) {
+    return errno_fault(buckets.failure().value, Side::Archive,
+                       fmt::format("listing {}", shown_path(packs)));
+  }
+  for (const auto& bucket : *buckets) {
+    const std::string dir = join_path(packs, bucket);
+    const auto names = directory_names(dir);
+    if (!names) continue;  // not a directory of packs (verify names it)
+    for (const auto& name : *names) {
+      if (!name.ends_with(".pack")) continue;
+      TRY_ASSIGN(const std::uint64_t bytes, bytes_of(join_path(dir, name)));
+      ++out.content_files;
+      out.content_bytes += bytes;
+    }
+  }
+  for (const char* file : {"/catalog.db", "/catalog.db-wal"}) {
+    TRY_ASSIGN(const std::uint64_t bytes, bytes_of(root_ + file));
+    out.catalog_bytes += bytes;
+  }
+  // What the live blobs take in the packs with their record headers (FORMAT.md, "Format 2").
+  const std::uint64_t used =
+      out.live_bytes + out.live_blobs * kBlobHeaderSize + out.content_files * kPackMagic.size();
+  out.dead_bytes = out.content_bytes > used ? out.content_bytes - used : 0;
+  return out;
 }
 
 }  // namespace tw::archive

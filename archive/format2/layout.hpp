@@ -48,7 +48,7 @@ class Format2Layout final : public WritableLayout {
   Expected<std::vector<Version>> versions(std::string_view path) override;
   Expected<std::vector<std::string>> children(std::string_view dir) override;
   Expected<std::vector<std::string>> paths_within(std::string_view dir,
-                                                  std::uint64_t* unreachable) override;
+                                                  Unplaced* unplaced) override;
   Expected<std::vector<std::string>> archived_paths() override;
   Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
   std::vector<std::string> content_ids(const Version& v) const override { return v.chunks; }
@@ -84,6 +84,8 @@ class Format2Layout final : public WritableLayout {
   Done set_pin(std::string_view path, std::uint64_t number, bool pinned) override;
   Expected<PurgeReport> purge(std::string_view path, bool dry_run) override;
   Expected<CollectReport> collect(const CollectOptions& options) override;
+  // The packs and the catalog on disk, and the catalog's blob figures (layout.cpp).
+  Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) override;
 
  private:
   // A closed group: its versions and blobs are those of `staged_` before `end`, committed

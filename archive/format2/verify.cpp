@@ -1,6 +1,7 @@
-// Format 2's part of verify (FORMAT.md, "Verify"): the catalog's own check; every indexed
-// blob read from its pack, decompressed and re-hashed, pack by pack in file order; every
-// blob a version names found in the index; pack records no commit names counted.
+// Format 2's part of verify (FORMAT.md, "Verify"): the catalog's own check; the parts of its
+// tree no path reaches; every indexed blob read from its pack, decompressed and re-hashed,
+// pack by pack in file order; every blob a version names found in the index; pack records
+// no commit names counted.
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -62,6 +63,22 @@ void count_unindexed_records(const std::string& packs,
   }
 }
 
+// The parts of the catalog's tree no path reaches are named; their versions use their blobs
+// as any version does (a blob they name is not unreferenced).
+void check_tree(const Catalog& catalog, ContentUsers& users, VerifyReport& report) {
+  auto lost = catalog.lost_parts([&users](const std::string& path, const Version& v) {
+    if (!v.exists() || !v.is_file()) return;
+    for (const auto& id : v.chunks) {
+      users[id].push_back(fmt::format("{} v{}", shown_path(path), v.number));
+    }
+  });
+  if (!lost) {
+    report.problems.push_back(unprefixed_message(lost.fault()));
+    return;
+  }
+  for (const auto& part : *lost) report.problems.push_back(describe(part));
+}
+
 }  // namespace
 
 void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
@@ -72,6 +89,7 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
   } else if (!problems->empty()) {
     report.problems.push_back("catalog.db is damaged: " + *problems);
   }
+  check_tree(*catalog_, users, report);
   auto blobs = catalog_->all_blobs();
   if (!blobs) {
     report.problems.push_back(unprefixed_message(blobs.fault()));

@@ -182,9 +182,12 @@ TEST_F(ArchiveCommandsTest, ForgetDryRunListsWhatThePolicyWouldRemove) {
   EXPECT_EQ(json["versions"], 5);
   EXPECT_EQ(json["paths_removed_whole"], 1);
   EXPECT_EQ(json["content_bytes_removed"], 3 + 3 + 5);
+  // Contents this small are stored as they are: what their removal frees is their bytes.
+  EXPECT_EQ(json["bytes_freed"], 3 + 3 + 5);
   // Now, with the default policy, everything is recent: nothing would go.
   ASSERT_EQ(run({"forget", "--dry-run"}, &out, &err), 0) << err;
   EXPECT_NE(out.find("would remove 0 of 5 versions"), std::string::npos) << out;
+  EXPECT_NE(out.find("would free about 0 bytes of pack space"), std::string::npos) << out;
   // Nothing was removed by either dry run.
   ASSERT_EQ(run({"versions", kept}, &out, &err), 0) << err;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);
@@ -204,6 +207,59 @@ TEST_F(ArchiveCommandsTest, ForgetDryRunListsWhatThePolicyWouldRemove) {
   EXPECT_NE(out.find("(2 removed by retention): OK"), std::string::npos) << out;
   ASSERT_EQ(run({"restore", kept, "--to", dir_ / "kept"}, &out, &err), 0) << err;
   EXPECT_EQ(read_file(dir_ / "kept"), "three");
+}
+
+// What forget would free is counted after deduplication: content that a kept version of
+// another path names too stays. A forget without the collection measures it before it
+// removes anything; with the collection, the collection's figures say what went.
+TEST_F(ArchiveCommandsTest, ForgetSaysWhatItWouldFreeAfterDeduplication) {
+  const std::string shared(1500, 'x');  // compresses: stored in fewer bytes than it has
+  const std::string x = dir_ / "src/x";
+  const std::string y = dir_ / "src/y";
+  write_file(x, shared);
+  archive_file(x);
+  write_file(x, "x, later");
+  archive_file(x);
+  write_file(y, shared);
+  archive_file(y);  // the same content as x's first version: one blob for both
+  const std::vector<std::string> a_day_later = {
+      "--keep-hourly=0", "--keep-daily=0", "--keep-weekly=0", "--retention-timezone=UTC",
+      "--now=@" + std::to_string(std::time(nullptr) + 86400)};
+  std::vector<std::string> args = {"forget", "--dry-run", "--json"};
+  args.insert(args.end(), a_day_later.begin(), a_day_later.end());
+  std::string out;
+  std::string err;
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  auto json = nlohmann::json::parse(out);
+  EXPECT_EQ(json["versions_removed"], 1) << "x's first version";
+  EXPECT_EQ(json["content_bytes_removed"], shared.size());
+  EXPECT_EQ(json["bytes_freed"], 0) << "y's version still names that content";
+  args.erase(std::find(args.begin(), args.end(), "--json"));
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  EXPECT_NE(out.find("would free about 0 bytes of pack space once collected (0 blobs"),
+            std::string::npos)
+      << out;
+  // y goes from the disk and from the archive: now the shared content is freed too.
+  ASSERT_EQ(::unlink(y.c_str()), 0);
+  archive_deletion(y);
+  args.emplace_back("--json");
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  json = nlohmann::json::parse(out);
+  EXPECT_EQ(json["versions_removed"], 3) << "x's first, and y whole";
+  const std::uint64_t freed = json["bytes_freed"];
+  EXPECT_GT(freed, 0u);
+  EXPECT_LT(freed, shared.size()) << "stored bytes, compressed";
+  // The real forget without the collection gives the same figure, measured first.
+  args.erase(std::find(args.begin(), args.end(), "--dry-run"));
+  args.emplace_back("--no-gc");
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  json = nlohmann::json::parse(out);
+  EXPECT_EQ(json["versions_removed"], 3);
+  EXPECT_EQ(json["bytes_freed"], freed);
+  EXPECT_FALSE(json.contains("collection"));
+  // The collection then removes exactly that.
+  ASSERT_EQ(run({"gc", "--json"}, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["bytes_removed"], freed) << out;
 }
 
 TEST_F(ArchiveCommandsTest, PinKeepsAVersionThroughForget) {

@@ -1,9 +1,14 @@
 // `timewarp status` and `status --json` against a real database in known states: empty, a
-// backlog, failures, two schedulers. The JSON is parsed, never grepped.
+// backlog, failures, two schedulers; and the archive's section on a real archive. The JSON
+// is parsed, never grepped.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "archive/store.hpp"
 #include "cli/cli_test_util.hpp"
+#include "common/time.hpp"
 #include "db/queue.hpp"
 
 namespace tw {
@@ -261,6 +266,126 @@ TEST(StatusCommand, DatabaseWithoutTheSchemaSaysWhatToDo) {
                      "`timewarp migrate`"),
             std::string::npos)
       << out;
+}
+
+// Content that does not compress: stored as it is, its stored bytes are its size.
+std::string noise(std::size_t size, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(size, '\0');
+  for (auto& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+// An archive at `root` whose versions were archived ten and nine days ago: a's first
+// version holds content b's only version holds too, c's first content is its own.
+void archive_days_ago(const test::TempDir& dir, const std::string& root, std::size_t size) {
+  constexpr std::int64_t kDay = 86400LL * 1'000'000'000;
+  std::int64_t clock = now_ns() - 10 * kDay;
+  archive::StoreHooks hooks;
+  hooks.now = [&clock] { return clock; };
+  auto store = archive::Store::open(root, archive::Store::Mode::ReadWrite, hooks);
+  ASSERT_TRUE(store) << store.error();
+  const auto put = [&](const std::string& name, std::uint64_t seed) {
+    test::write_file(dir / name, noise(size, seed));
+    const auto result = store->update((dir / name).string());
+    ASSERT_EQ(result.outcome, Outcome::Complete) << result.message;
+  };
+  put("a", 1);
+  put("c", 3);
+  clock += kDay;
+  put("a", 2);
+  put("b", 1);
+  put("c", 4);
+}
+
+// The archive's section, on a real archive: its size, the bytes its versions use, what the
+// configured policy would remove now and what that frees (content a kept version names too
+// is not freed), and the last collection once there is one.
+TEST(StatusCommand, ArchiveSectionShowsWhatRetentionWouldReclaim) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  const std::string root = (dir / "archive").string();
+  constexpr std::size_t kSize = 50'000;
+  archive_days_ago(dir, root, kSize);
+  EXPECT_FALSE(cli_json(db, {"status", "--json"}).contains("archive")) << "no backup_root";
+  // Today's midnight only: each path keeps its latest version.
+  const std::vector<std::string> keys = {"--backup-root=" + root, "--keep-within=0",
+                                         "--keep-hourly=0",       "--keep-daily=1",
+                                         "--keep-weekly=0",       "--retention-timezone=UTC"};
+  std::vector<std::string> args = keys;
+  args.insert(args.end(), {"status", "--json"});
+  json doc = cli_json(db, args);
+  ASSERT_TRUE(doc.contains("archive")) << doc.dump(2);
+  const json& a = doc.at("archive");
+  EXPECT_EQ(a.at("root"), root);
+  EXPECT_EQ(a.at("format"), 2);
+  EXPECT_EQ(a.at("blobs"), 4);
+  EXPECT_EQ(a.at("live_blobs"), 4);
+  EXPECT_EQ(a.at("live_bytes"), 4 * kSize);
+  EXPECT_EQ(a.at("collectable_bytes"), 0);
+  EXPECT_GT(a.at("content_bytes").get<std::uint64_t>(), 4 * kSize);
+  EXPECT_GT(a.at("catalog_bytes").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(a.at("bytes"), a.at("content_bytes").get<std::uint64_t>() +
+                               a.at("catalog_bytes").get<std::uint64_t>());
+  EXPECT_EQ(a.at("retention").at("versions"), 5);
+  EXPECT_EQ(a.at("retention").at("versions_removed"), 2) << "a's first and c's first";
+  EXPECT_EQ(a.at("retention").at("bytes_freed"), kSize) << "b still names a's first content";
+  EXPECT_TRUE(a.at("last_collection").is_null());
+
+  std::string out;
+  args = keys;
+  args.emplace_back("status");
+  ASSERT_EQ(run_cli(db, args, &out), 0) << out;
+  for (const std::string& line :
+       {fmt::format("archive     {} (format 2): ", root),
+        std::string("live        195.3 KiB in 4 blobs that versions name; a collection could "
+                    "give back about 0 bytes now\n"),
+        std::string("retention   the policy would remove 2 of 5 versions now, freeing about "
+                    "48.8 KiB\n"),
+        std::string("last gc     none yet\n")}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\nnot in:\n" << out;
+  }
+
+  // Forget applies the policy, then collects (two rounds): the section follows.
+  args = keys;
+  args.emplace_back("forget");
+  ASSERT_EQ(run_cli(db, args, &out), 0) << out;
+  args = keys;
+  args.insert(args.end(), {"status", "--json"});
+  doc = cli_json(db, args);
+  const json& after = doc.at("archive");
+  EXPECT_EQ(after.at("blobs"), 3);
+  EXPECT_EQ(after.at("live_bytes"), 3 * kSize);
+  EXPECT_EQ(after.at("retention").at("versions_removed"), 0);
+  EXPECT_EQ(after.at("retention").at("bytes_freed"), 0);
+  const json& last = after.at("last_collection");
+  ASSERT_TRUE(last.is_object()) << after.dump(2);
+  EXPECT_EQ(last.at("collection"), 2);
+  EXPECT_EQ(last.at("bytes_removed"), kSize);
+  EXPECT_LT(last.at("age_seconds").get<double>(), 600.0);
+  args = keys;
+  args.emplace_back("status");
+  ASSERT_EQ(run_cli(db, args, &out), 0) << out;
+  EXPECT_NE(out.find("last gc     #2 "), std::string::npos) << out;
+  EXPECT_NE(out.find(" given back, 1 blob removed\n"), std::string::npos) << out;
+}
+
+TEST(StatusCommand, AnArchiveThatCannotBeReadIsOneLineAndStatusGoesOn) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  const std::string root = (dir / "none").string();
+  const json doc = cli_json(db, {"--backup-root=" + root, "status", "--json"});
+  EXPECT_EQ(doc.at("archive").at("root"), root);
+  EXPECT_FALSE(doc.at("archive").at("error").get<std::string>().empty()) << doc.dump(2);
+  EXPECT_EQ(doc.at("backlog").at("total"), 0) << "the queue's part is all there";
+  std::string out;
+  ASSERT_EQ(run_cli(db, {"--backup-root=" + root, "status"}, &out), 0) << out;
+  // The section comes last: one line.
+  const auto line = out.find(fmt::format("\narchive     {} cannot be read: ", root));
+  ASSERT_NE(line, std::string::npos) << out;
+  EXPECT_EQ(out.find('\n', line + 1), out.size() - 1) << out;
 }
 
 TEST(StatusCommand, UnreachableDatabaseIsOneClearLineAndExitOne) {

@@ -1,6 +1,7 @@
 // `timewarp status --watch`: frames without escape codes on a pipe, redrawn in place (with
 // colour) on a terminal, one JSON document per line with --json, a progress bar that moves
-// as the backlog drains, a clean end on SIGINT, and a lost database shown, not fatal.
+// as the backlog drains, a clean end on SIGINT, a lost database shown, not fatal, and the
+// archive read once a minute at most.
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "archive/store.hpp"
 #include "cli/cli_test_util.hpp"
 #include "common/process.hpp"
 
@@ -60,6 +62,43 @@ TEST(StatusWatch, JsonWatchPrintsOneDocumentPerLine) {
     EXPECT_EQ(doc.at("backlog").at("claimable"), 2);
   }
   EXPECT_EQ(frame, 2) << out;
+}
+
+// The archive's section is read on the first frame and then at most once a minute: the
+// frames that follow show the same figures, older.
+TEST(StatusWatch, TheArchiveIsReadOnceAMinuteAtMost) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  const std::string root = (dir / "archive").string();
+  ASSERT_TRUE(archive::Store::open(root, archive::Store::Mode::ReadWrite));  // made empty
+  std::string out;
+  ASSERT_EQ(run_cli(db,
+                    {"--backup-root=" + root, "status", "--watch", "--json", "--count", "3",
+                     "--interval", "0.1"},
+                    &out),
+            0);
+  std::istringstream lines(out);
+  std::string line;
+  std::vector<json> frames;
+  while (std::getline(lines, line)) frames.push_back(json::parse(line));
+  ASSERT_EQ(frames.size(), 3u) << out;
+  const json& first = frames[0].at("archive");
+  EXPECT_EQ(first.at("blobs"), 0);
+  EXPECT_EQ(first.at("age_seconds"), 0.0) << "the first frame reads it";
+  for (std::size_t i = 1; i < frames.size(); ++i) {
+    const json& later = frames[i].at("archive");
+    EXPECT_EQ(later.at("read_at"), first.at("read_at")) << "frame " << i + 1;
+    EXPECT_GT(later.at("age_seconds").get<double>(), 0.05) << "frame " << i + 1;
+  }
+  // Without --json the later frames say how old the figures are.
+  ASSERT_EQ(
+      run_cli(db,
+              {"--backup-root=" + root, "status", "--watch", "--count", "2", "--interval", "1.1"},
+              &out),
+      0);
+  EXPECT_EQ(count_of(out, "archive     " + root + " (format 2): "), 2u) << out;
+  EXPECT_EQ(count_of(out, "a watch reads the archive once a minute"), 1u) << out;
 }
 
 // Reads the watch's output until `needle` shows up, within `timeout`.
