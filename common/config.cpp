@@ -303,6 +303,7 @@ void add_config_options(CLI::App& app, Config& c) {
     return app.add_option(name, value)->group("")->configurable(false);
   };
   internal("--scheduler-exe", c.scheduler_exe);
+  internal("--timewarp-exe", c.timewarp_exe);
   internal("--archiver-exe", c.archiver_exe);
   app.add_option("--archiver-arg", c.archiver_args)
       ->group("")

@@ -71,6 +71,7 @@ struct Config {
 
   // Set by tests and the monitor, not meant for a config file.
   std::string scheduler_exe;               // default: timewarp-scheduler beside this executable
+  std::string timewarp_exe;                // the monitor's retention runs; default: beside it
   std::string archiver_exe;                // default: timewarp-archiver beside this executable
   std::vector<std::string> archiver_args;  // extra arguments for every archiver
 };
@@ -78,7 +79,8 @@ struct Config {
 // The table of configuration keys (config_keys()): one entry per key of Config, from which
 // the options (file key, flags, environment variable, description, checks), the arguments
 // for child processes and the README's table of keys are all derived. The internal options
-// (scheduler_exe, archiver_exe, archiver_args) are not keys: no file sets them.
+// (scheduler_exe, timewarp_exe, archiver_exe, archiver_args) are not keys: no file sets
+// them.
 
 // What kind of value a key holds, with its field of Config and what it accepts.
 struct TextKey {

@@ -117,7 +117,7 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
                  const std::uint64_t one = 1;
                  [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
                }),
-      retention_(launcher_, {}) {
+      retention_(launcher_, config_.timewarp_exe) {
   const sigset_t set = handled_signals();
   signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));

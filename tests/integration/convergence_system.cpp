@@ -103,6 +103,7 @@ std::vector<std::string> System::monitor_args() const {
       "--log-level=info",
       "--database=" + settings_.conninfo,
       "--scheduler-exe=" + scheduler_exe(),
+      "--timewarp-exe=" + cli_exe(),
   };
   const bool hooked = !settings_.hooked_archiver_args.empty();
   const std::string archiver = hooked ? hooked_archiver_path() : archiver_exe();

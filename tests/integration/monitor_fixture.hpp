@@ -20,6 +20,8 @@ class MonitorProcess {
     LaunchSpec spec{monitor_exe(), std::move(args), std::move(env)};
     spec.args.push_back("--database=" + db.conninfo());
     spec.args.push_back("--scheduler-exe=" + scheduler);
+    // The monitor's retention runs: the tool of this build, wherever the monitor is.
+    spec.args.push_back("--timewarp-exe=" + cli_exe());
     process_ = make_process_launcher()->launch(spec);
   }
   ~MonitorProcess() {
