@@ -61,16 +61,16 @@ class Forgetter {
 }  // namespace
 
 Expected<ForgetReport> forget_versions(Layout& layout, WritableLayout* writer,
-                                       const RetentionPolicy& policy, std::int64_t now_ns,
+                                       const RetentionPolicies& policies, std::int64_t now_ns,
                                        const ForgetOptions& options) {
   if (options.dry_run) writer = nullptr;
   ForgetReport report;
-  const KeptMoments now = kept_moments(policy, now_ns);
+  const KeptScopes now = kept_moments(policies, now_ns);
   // Recorded before any version goes: from here on a restore at a moment this run thins
   // is refused as thinned, whether or not the run gets to that moment's versions. What is
   // recorded is what this run and every earlier one keep.
   if (writer == nullptr) {
-    TRY_ASSIGN(const KeptMoments before, layout.kept_moments());
+    TRY_ASSIGN(const KeptScopes before, layout.kept_moments());
     report.kept = now.intersect(before);
   } else {
     TRY_ASSIGN(report.kept, writer->record_kept(now));
@@ -82,7 +82,7 @@ Expected<ForgetReport> forget_versions(Layout& layout, WritableLayout* writer,
       TRY(forgetter.flush());
       return retry("forget: stopped before the end (what it removed so far stays removed)");
     }
-    TRY(forgetter.path(path, report.kept, report));
+    TRY(forgetter.path(path, report.kept.of(path), report));
   }
   TRY(forgetter.flush());
   return report;

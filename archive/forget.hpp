@@ -14,11 +14,11 @@
 
 namespace tw::archive {
 
-// Applies `policy` as of `now_ns` to `layout` (every pinned version stays), through
-// `writer` (the same layout, writable); with none, or options.dry_run, only says what would
-// go.
+// Applies `policies` as of `now_ns` to `layout`, each path the policy of the deepest folder
+// holding it (every pinned version stays), through `writer` (the same layout, writable);
+// with none, or options.dry_run, only says what would go.
 Expected<ForgetReport> forget_versions(Layout& layout, WritableLayout* writer,
-                                       const RetentionPolicy& policy, std::int64_t now_ns,
+                                       const RetentionPolicies& policies, std::int64_t now_ns,
                                        const ForgetOptions& options);
 
 }  // namespace tw::archive

@@ -92,9 +92,9 @@ class Layout {
   // layout's own structure checked. Adds to `report`.
   virtual void verify_storage(ContentUsers users, VerifyReport& report,
                               const std::function<void(std::string_view)>& progress) = 0;
-  // The moments whose state the archive still holds whole (FORMAT.md, "Retention"): every
-  // one (no from_ns) until a forget first thins it.
-  virtual Expected<KeptMoments> kept_moments() = 0;
+  // The moments whose state the archive still holds whole, scope by scope (FORMAT.md,
+  // "Retention"): every one (no from_ns) until a forget first thins it.
+  virtual Expected<KeptScopes> kept_moments() = 0;
   // How many versions of `path` retention removed (the gaps in its numbers, verify).
   virtual Expected<std::uint64_t> forgotten(std::string_view path) = 0;
   // The pinned version numbers of `path` (retention never removes them).
@@ -143,7 +143,7 @@ class WritableLayout : public Layout {
   // Retention (forget.hpp; FORMAT.md, "Retention"). Records what the archive keeps from
   // now on; removes versions in one transaction: a pinned one stays, and the one that was
   // latest stays unless it is still the latest and the whole history goes.
-  virtual Expected<KeptMoments> record_kept(const KeptMoments& kept) = 0;
+  virtual Expected<KeptScopes> record_kept(const KeptScopes& kept) = 0;
   virtual Done drop_versions(const std::vector<DroppedVersions>& dropped) = 0;
   // Removes every version of `path` and beneath, and marks what they named to be shredded
   // by the next collection; with `dry_run`, only counts.

@@ -185,20 +185,52 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   return report;
 }
 
-// A restore at `at_ns` gives back the tree as it was only when retention kept that moment
-// (FORMAT.md, "Retention"): a thinned one is refused, naming the nearest kept moments.
-Done kept_moment(Layout& layout, std::int64_t at_ns) {
-  TRY_ASSIGN(const KeptMoments kept, layout.kept_moments());
-  if (kept.contains(at_ns)) return Ok{};
+// The kept moments nearest to a thinned `at_ns`, as text.
+std::string nearest_kept(const KeptMoments& kept, std::int64_t at_ns) {
   const auto before = kept.kept_before(at_ns);
   const auto after = kept.kept_after(at_ns);
   std::string nearest;
   if (before) nearest = format_time_ns(*before);
   if (after) nearest += (nearest.empty() ? "" : " or ") + format_time_ns(*after);
+  return nearest.empty() ? "none" : nearest;
+}
+
+// A restore at `at_ns` gives back the tree as it was only when retention kept that moment
+// (FORMAT.md, "Retention"): one that the policy of PATH's scope thinned is refused, naming
+// the nearest kept moments.
+Done kept_moment(const KeptScopes& kept, const std::string& path, std::int64_t at_ns) {
+  const KeptMoments& moments = kept.of(path);
+  if (moments.contains(at_ns)) return Ok{};
+  const std::string_view scope = kept.scope_of(path);
+  if (scope.empty()) {
+    return permanent(fmt::format(
+        "the archive no longer holds the state at {}: the retention policy thinned that moment; "
+        "the nearest moments kept are {} (give one to --at)",
+        format_time_ns(at_ns), nearest_kept(moments, at_ns)));
+  }
   return permanent(fmt::format(
-      "the archive no longer holds the state at {}: the retention policy thinned that moment; "
-      "the nearest moments kept are {} (give one to --at)",
-      format_time_ns(at_ns), nearest.empty() ? "none" : nearest));
+      "the archive no longer holds the state of {} at {}: the retention policy thinned that "
+      "moment there (the folder's own, retention_folder); the nearest moments kept there are "
+      "{} (give one to --at)",
+      shown_path(scope), format_time_ns(at_ns), nearest_kept(moments, at_ns)));
+}
+
+// Leaves out of `within` every folder beneath PATH whose own policy thinned `at_ns`, each
+// named in the report with its nearest kept moments: the rest of the tree is still exactly
+// as it was then.
+void leave_out_thinned(const KeptScopes& kept, const std::string& path, std::int64_t at_ns,
+                       std::vector<std::string>& within, RestoreReport& report) {
+  for (const std::string_view folder : kept.folders_within(path)) {
+    const KeptMoments& moments = kept.folders.find(std::string(folder))->second;
+    if (moments.contains(at_ns)) continue;
+    const auto before = within.size();
+    std::erase_if(within, [&](const std::string& p) { return kept.scope_of(p) == folder; });
+    if (within.size() == before) continue;
+    report.problems.push_back(fmt::format(
+        "{} not restored: its retention policy thinned the moment {}; its nearest moments "
+        "kept are {}",
+        shown_path(folder), format_time_ns(at_ns), nearest_kept(moments, at_ns)));
+  }
 }
 
 }  // namespace
@@ -207,14 +239,15 @@ Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
                                          const RestoreOptions& options,
                                          const std::function<bool()>& cancelled) {
   TRY_ASSIGN(const std::string path, normalize_path(raw));
-  if (options.which.at_ns) TRY(kept_moment(layout, *options.which.at_ns));
+  TRY_ASSIGN(const KeptScopes kept, layout.kept_moments());
+  if (options.which.at_ns) TRY(kept_moment(kept, path, *options.which.at_ns));
   TRY_ASSIGN(const auto history, layout.versions(path));
   TRY_ASSIGN(const Chosen chosen, choose(path, history, options.which));
   if (chosen.own != nullptr && chosen.own->exists() && !chosen.own->is_directory()) {
     return restore_one(layout, path, *chosen.own, options, RestoreReport{});
   }
   Unplaced unplaced;  // what the layout finds beneath PATH but cannot place: damage
-  TRY_ASSIGN(const auto within, layout.paths_within(path, &unplaced));
+  TRY_ASSIGN(auto within, layout.paths_within(path, &unplaced));
   if (auto none = nothing_there(path, history, chosen, options.which, within.size() > 1)) {
     return *none;
   }
@@ -230,6 +263,7 @@ Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
         unreachable == 1 ? "was" : "were"));
   }
   for (auto& line : unplaced.named) report.problems.push_back(std::move(line));
+  if (options.which.at_ns) leave_out_thinned(kept, path, *options.which.at_ns, within, report);
   return restore_tree(layout, path, within, chosen, options, cancelled, std::move(report));
 }
 

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "common/folder_policy.hpp"
+#include "common/paths.hpp"
 #include "common/time.hpp"
 
 namespace tw::archive {
@@ -84,6 +86,42 @@ RetentionPolicy retention_policy(const Config& config) {
   policy.keep_monthly = config.keep_monthly;
   policy.keep_yearly = config.keep_yearly;
   return policy;
+}
+
+Expected<RetentionPolicies> retention_policies(const Config& config) {
+  RetentionPolicies policies(retention_policy(config));
+  for (const auto& entry : config.retention_folder) {
+    auto parsed = parse_folder_policy(entry);
+    if (!parsed) return permanent(fmt::format("retention_folder: {}", parsed.error()));
+    const FolderPolicy& f = *parsed;
+    RetentionPolicy policy = policies.archive;
+    if (f.keep_within)
+      policy.keep_within_ns = static_cast<std::int64_t>(*f.keep_within * kNsPerSecond);
+    policy.keep_hourly = f.keep_hourly.value_or(policy.keep_hourly);
+    policy.keep_daily = f.keep_daily.value_or(policy.keep_daily);
+    policy.keep_weekly = f.keep_weekly.value_or(policy.keep_weekly);
+    policy.keep_monthly = f.keep_monthly.value_or(policy.keep_monthly);
+    policy.keep_yearly = f.keep_yearly.value_or(policy.keep_yearly);
+    for (const auto& [folder, _] : policies.folders) {
+      if (folder == f.folder) {
+        return permanent(fmt::format("retention_folder: {} has two entries", f.folder));
+      }
+    }
+    policies.folders.emplace_back(f.folder, policy);
+  }
+  return policies;
+}
+
+const RetentionPolicy& RetentionPolicies::of(std::string_view path) const {
+  const RetentionPolicy* deepest = &archive;
+  std::size_t depth = 0;
+  for (const auto& [folder, policy] : folders) {
+    if (folder.size() >= depth && path_within(path, folder)) {
+      deepest = &policy;
+      depth = folder.size();
+    }
+  }
+  return *deepest;
 }
 
 Done use_time_zone(const std::string& zone) {
@@ -161,6 +199,49 @@ KeptMoments kept_moments(const RetentionPolicy& policy, std::int64_t now_ns) {
   add_boundaries(Unit::Year, policy.keep_yearly, now_ns, kept.instants);
   std::erase_if(kept.instants, [&](std::int64_t at) { return at >= *kept.from_ns; });
   sort_unique(kept.instants);
+  return kept;
+}
+
+std::string_view KeptScopes::scope_of(std::string_view path) const {
+  std::string_view deepest;
+  for (const auto& [folder, _] : folders) {
+    if (folder.size() > deepest.size() && path_within(path, folder)) deepest = folder;
+  }
+  return deepest;
+}
+
+const KeptMoments& KeptScopes::of(std::string_view path) const {
+  const std::string_view scope = scope_of(path);
+  return scope.empty() ? archive : folders.find(std::string(scope))->second;
+}
+
+std::vector<std::string_view> KeptScopes::folders_within(std::string_view dir) const {
+  std::vector<std::string_view> within;
+  for (const auto& [folder, _] : folders) {
+    if (folder != dir && path_within(folder, dir)) within.emplace_back(folder);
+  }
+  return within;
+}
+
+KeptScopes KeptScopes::intersect(const KeptScopes& other) const {
+  KeptScopes both;
+  both.archive = archive.intersect(other.archive);
+  for (const auto* side : {this, &other}) {
+    for (const auto& [folder, _] : side->folders) {
+      if (!both.folders.contains(folder)) {
+        both.folders.emplace(folder, of(folder).intersect(other.of(folder)));
+      }
+    }
+  }
+  return both;
+}
+
+KeptScopes kept_moments(const RetentionPolicies& policies, std::int64_t now_ns) {
+  KeptScopes kept;
+  kept.archive = kept_moments(policies.archive, now_ns);
+  for (const auto& [folder, policy] : policies.folders) {
+    kept.folders.emplace(folder, kept_moments(policy, now_ns));
+  }
   return kept;
 }
 

@@ -17,9 +17,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "archive/expected.hpp"
@@ -41,6 +44,25 @@ struct RetentionPolicy {
 
 // The policy of the configuration's keep_* keys.
 RetentionPolicy retention_policy(const Config& config);
+
+// Every policy of the configuration: the archive's, for paths in no folder of their own,
+// and each `retention_folder`'s (its keys left out take the archive's values). The
+// deepest folder holding a path gives that path's policy.
+struct RetentionPolicies {
+  RetentionPolicy archive;
+  std::vector<std::pair<std::string, RetentionPolicy>> folders;  // absolute, normal
+
+  RetentionPolicies() = default;
+  RetentionPolicies(RetentionPolicy archive_policy)  // NOLINT(google-explicit-constructor)
+      : archive(archive_policy) {}
+
+  // The policy of `path`: that of the deepest folder holding it, else the archive's.
+  const RetentionPolicy& of(std::string_view path) const;
+};
+
+// The configuration's policies. The retention_folder entries were checked when the
+// configuration was read; one that fails here anyway is refused, naming the key.
+Expected<RetentionPolicies> retention_policies(const Config& config);
 
 // Makes `zone` (a name under /usr/share/zoneinfo; empty: leave the process's zone as it is)
 // the zone of the retention calendar: sets TZ for this process. Call before any thread
@@ -73,6 +95,28 @@ struct KeptMoments {
 // local time zone, and every instant from now - keep_within on.
 KeptMoments kept_moments(const RetentionPolicy& policy, std::int64_t now_ns);
 
+// What the archive keeps, scope by scope: its own moments for the paths in no folder of
+// their own, and each folder's (FORMAT.md, "Retention"). A folder stays a scope once a run
+// recorded it, even after its entry leaves the configuration: what its policy thinned stays
+// thinned.
+struct KeptScopes {
+  KeptMoments archive;
+  std::map<std::string, KeptMoments> folders;  // by folder: absolute, normal
+
+  // The deepest folder holding `path`, or empty: the archive's scope.
+  std::string_view scope_of(std::string_view path) const;
+  // The moments kept for `path`: those of its scope.
+  const KeptMoments& of(std::string_view path) const;
+  // The folders strictly beneath `dir`.
+  std::vector<std::string_view> folders_within(std::string_view dir) const;
+  // What this and `other` both keep: every scope of either, each keeping what both keep
+  // for its folder (a scope one side lacks takes that side's moments for the folder).
+  KeptScopes intersect(const KeptScopes& other) const;
+};
+
+// The moments every scope of `policies` keeps at `now_ns`.
+KeptScopes kept_moments(const RetentionPolicies& policies, std::int64_t now_ns);
+
 // Which versions of one path's history (oldest first) `kept` keeps: a version whose span
 // [archived_at, next's archived_at) meets a kept instant, the latest, and a pinned one
 // (`pinned` holds version numbers). A tombstone is kept only after a kept version it
@@ -91,7 +135,7 @@ struct ForgetOptions {
 };
 
 struct ForgetReport {
-  KeptMoments kept;                 // what the archive keeps after this run
+  KeptScopes kept;                  // what the archive keeps after this run
   std::uint64_t paths = 0;          // paths with a history looked at
   std::uint64_t versions = 0;       // their versions
   std::uint64_t removed = 0;        // versions removed (or that would be)

@@ -123,13 +123,13 @@ class Store {
   Expected<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
 
   // Retention (FORMAT.md, "Retention"; store_retention.cpp). forget() applies `policy` as
-  // of `now_ns`: the moments it keeps, and those every earlier run kept, are recorded, then
+  // of `now_ns` (each path that of the deepest folder holding it): the moments it keeps, and those every earlier run kept, are recorded, then
   // every version no kept moment sees is removed (never a pinned one, nor the latest of a
   // path that exists). plan_forget() says what forget() would remove, changing nothing.
   // Format 1 and a read-only store refuse the changes, saying why.
-  Expected<ForgetReport> forget(const RetentionPolicy& policy, std::int64_t now_ns,
+  Expected<ForgetReport> forget(const RetentionPolicies& policy, std::int64_t now_ns,
                                 const ForgetOptions& options);
-  Expected<ForgetReport> plan_forget(const RetentionPolicy& policy, std::int64_t now_ns,
+  Expected<ForgetReport> plan_forget(const RetentionPolicies& policy, std::int64_t now_ns,
                                      const ForgetOptions& options) const;
   // Removes every version of `path` and of every path beneath it, the latest and pinned
   // ones included (a secret archived by mistake); the next collection removes the blobs
@@ -138,8 +138,9 @@ class Store {
   // Pins (or unpins) version `number` of `path`: retention never removes a pinned version.
   Done pin(std::string_view path, std::uint64_t number, bool pinned);
   Expected<std::set<std::uint64_t>> pins(std::string_view path) const;
-  // The moments whose state the archive holds whole (every one until a forget thins them).
-  Expected<KeptMoments> kept_moments() const;
+  // The moments whose state the archive holds whole, scope by scope (every one until a
+  // forget thins them).
+  Expected<KeptScopes> kept_moments() const;
   // Collection (FORMAT.md, "Collection"): frees the space of what no version names, beside
   // archivers that keep writing; and the last one that finished.
   Expected<CollectReport> collect(const CollectOptions& options);
@@ -153,7 +154,7 @@ class Store {
   Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out = {}) const;
   // What forget() would remove now (plan_forget()), and the archive's figures with those
   // versions left out: what that would free. Fails only when the plan does.
-  Expected<ForgetPlan> plan_forget_space(const RetentionPolicy& policy, std::int64_t now_ns,
+  Expected<ForgetPlan> plan_forget_space(const RetentionPolicies& policy, std::int64_t now_ns,
                                          const ForgetOptions& options) const;
 
   // Re-reads every object and history. `progress` (optional) receives a line now and then.

@@ -19,13 +19,13 @@ Expected<WritableLayout*> changing(const Store::Impl& impl, std::string_view wha
 
 }  // namespace
 
-Expected<ForgetReport> Store::forget(const RetentionPolicy& policy, std::int64_t now_ns,
+Expected<ForgetReport> Store::forget(const RetentionPolicies& policy, std::int64_t now_ns,
                                      const ForgetOptions& options) {
   TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "forget"));
   return forget_versions(*writer, writer, policy, now_ns, options);
 }
 
-Expected<ForgetReport> Store::plan_forget(const RetentionPolicy& policy, std::int64_t now_ns,
+Expected<ForgetReport> Store::plan_forget(const RetentionPolicies& policy, std::int64_t now_ns,
                                           const ForgetOptions& options) const {
   // A dry run changes nothing: it runs over the layout as read, whatever the mode.
   return forget_versions(*impl_->layout, nullptr, policy, now_ns, options);
@@ -48,7 +48,7 @@ Expected<std::set<std::uint64_t>> Store::pins(std::string_view raw) const {
   return impl_->layout->pinned(path);
 }
 
-Expected<KeptMoments> Store::kept_moments() const { return impl_->layout->kept_moments(); }
+Expected<KeptScopes> Store::kept_moments() const { return impl_->layout->kept_moments(); }
 
 Expected<CollectReport> Store::collect(const CollectOptions& options) {
   TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "collect"));

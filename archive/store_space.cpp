@@ -18,7 +18,7 @@ Expected<SpaceReport> Store::space(const std::vector<DroppedVersions>& left_out)
   return impl_->layout->space(canonical);
 }
 
-Expected<ForgetPlan> Store::plan_forget_space(const RetentionPolicy& policy, std::int64_t now_ns,
+Expected<ForgetPlan> Store::plan_forget_space(const RetentionPolicies& policy, std::int64_t now_ns,
                                               const ForgetOptions& options) const {
   // Forget names the versions it removes path by path, in path order: those of one path
   // come together.

@@ -29,13 +29,9 @@ bool LineReader::ready() {
 
 LineReader::Status LineReader::read_next(std::string& line) {
   while (true) {
-    switch (lines_.next(line)) {
-      case LineBuffer::Status::Line:
-        return Status::Line;
-      case LineBuffer::Status::Overlong:
-        return Status::Overlong;
-      case LineBuffer::Status::NeedMore:
-        break;
+    // What is buffered comes first; the descriptors are polled only when no whole line is.
+    if (const auto got = lines_.next(line); got != LineBuffer::Status::NeedMore) {
+      return got == LineBuffer::Status::Line ? Status::Line : Status::Overlong;
     }
     if (eof_) return lines_.take_unterminated(line) ? Status::Line : Status::Eof;
     if (events_.stopped && events_.stopped()) return Status::Stopped;

@@ -14,6 +14,7 @@
 #include "archive/paths.hpp"
 #include "archive/store.hpp"
 #include "archive/timefmt.hpp"
+#include "cli/subcommand.hpp"
 #include "common/escape.hpp"
 
 namespace tw {
@@ -49,13 +50,9 @@ int command_failed(std::string_view command, std::string_view message, int code)
 }
 
 Result<std::string> command_line_path(const std::string& arg, bool escaped) {
-  std::string raw = arg;
-  if (escaped) {
-    auto unescaped = unescape_bytes(arg);
-    if (!unescaped) return Error{fmt::format("'{}' is not a well-formed escaped path", arg)};
-    raw = std::move(*unescaped);
-  }
-  if (raw.empty()) return Error{"empty path"};
+  auto bytes = cli::path_argument_bytes(arg, escaped);
+  if (!bytes) return bytes;
+  std::string raw = std::move(*bytes);
   if (raw.front() != '/') {
     char cwd[PATH_MAX];
     if (::getcwd(cwd, sizeof cwd) == nullptr) return Error{"cannot find the current directory"};
@@ -181,21 +178,16 @@ archive::Expected<archive::Store> open_store(const Config& config) {
 void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<ArchiveArgs>();
 
-  auto* versions = app.add_subcommand("versions", "list the archived versions of PATH");
-  versions->fallthrough();
-  versions->add_option("PATH", args->path, "the file or directory (absolute, or relative to here)")
-      ->required();
-  versions->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
+  auto* versions =
+      cli::add_archive_subcommand(app, "versions", "list the archived versions of PATH");
+  cli::add_path_argument(*versions, args->path, args->escaped);
   versions->add_flag("-r,--recursive", args->recursive, "also every archived path beneath PATH");
-  versions->callback(
-      [&config, &run, args] { run = [&config, args] { return run_versions(config, *args); }; });
+  cli::run_when_parsed(*versions, run, [&config, args] { return run_versions(config, *args); });
 
-  auto* restore = app.add_subcommand(
-      "restore", "restore PATH (a file, link or whole directory) as it was at a time or version");
-  restore->fallthrough();
-  restore->add_option("PATH", args->path, "the file or directory (absolute, or relative to here)")
-      ->required();
-  restore->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
+  auto* restore = cli::add_archive_subcommand(
+      app, "restore",
+      "restore PATH (a file, link or whole directory) as it was at a time or version");
+  cli::add_path_argument(*restore, args->path, args->escaped);
   auto* at = restore->add_option(
       "--at", args->at,
       "the latest version at or before TIME: ISO-8601 (2026-11-22T10:00:00, local; ...Z, UTC) "
@@ -210,10 +202,9 @@ void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& r
     run = [&config, args, version_given] { return run_restore(config, *args, version_given); };
   });
 
-  auto* verify = app.add_subcommand(
-      "verify", "re-read every archived object and history; name what is damaged");
-  verify->fallthrough();
-  verify->callback([&config, &run] { run = [&config] { return run_verify(config); }; });
+  auto* verify = cli::add_archive_subcommand(
+      app, "verify", "re-read every archived object and history; name what is damaged");
+  cli::run_when_parsed(*verify, run, [&config] { return run_verify(config); });
 }
 
 }  // namespace tw

@@ -22,7 +22,9 @@ std::string read_into(const Config& config, ArchiveStatus& out, std::int64_t now
   auto store = open_store(config);
   if (!store) return store.error();
   out.format = static_cast<int>(store->format());
-  auto plan = store->plan_forget_space(ar::retention_policy(config), now, {});
+  auto policies = ar::retention_policies(config);
+  if (!policies) return policies.error();
+  auto plan = store->plan_forget_space(*policies, now, {});
   if (!plan) return plan.error();
   out.space = plan->space;
   out.unmeasured = plan->unmeasured;

@@ -19,6 +19,7 @@
 #include "archive/store.hpp"
 #include "cli/archive_commands.hpp"
 #include "cli/check_walk.hpp"
+#include "cli/subcommand.hpp"
 #include "common/escape.hpp"
 #include "common/filters.hpp"
 #include "common/paths.hpp"
@@ -62,14 +63,9 @@ struct Plan {
 // other PATH is resolved whole, as a source directory is.
 Result<std::string> resolve_path(const std::string& argument, bool escaped,
                                  const std::vector<std::string>& sources) {
-  std::string raw = argument;
-  if (escaped) {
-    auto unescaped = unescape_bytes(argument);
-    if (!unescaped) return Error{fmt::format("'{}' is not a well-formed escaped path", argument)};
-    raw = std::move(*unescaped);
-  }
-  if (raw.empty()) return Error{"empty path"};
-  auto normal = archive::normalize_path(absolute_path(raw).native());
+  auto raw = path_argument_bytes(argument, escaped);
+  if (!raw) return raw;
+  auto normal = archive::normalize_path(absolute_path(*raw).native());
   if (!normal) return Error{normal.error()};
   const bool entry = std::any_of(sources.begin(), sources.end(), [&](const std::string& root) {
     return *normal != root && path_within(*normal, root);
@@ -233,10 +229,9 @@ int run_check(const Config& config, const CheckArgs& args) {
 
 void add_check_command(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<CheckArgs>();
-  auto* check = app.add_subcommand(
-      "check",
+  auto* check = add_archive_subcommand(
+      app, "check",
       "compare the archive's latest state with the sources on disk; list every difference");
-  check->fallthrough();
   check->add_option("PATH", args->paths,
                     "files or directories to compare (default: the source_dirs; absolute, or "
                     "relative to here)");
@@ -244,8 +239,7 @@ void add_check_command(CLI::App& app, Config& config, std::function<int()>& run)
   check->add_flag("--content", args->content,
                   "also re-read every file and compare its SHA-256 with the archived one");
   check->add_flag("--json", args->json, "print one JSON document instead of lines");
-  check->callback(
-      [&config, &run, args] { run = [&config, args] { return run_check(config, *args); }; });
+  run_when_parsed(*check, run, [&config, args] { return run_check(config, *args); });
 }
 
 }  // namespace tw::cli

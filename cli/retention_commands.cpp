@@ -18,6 +18,7 @@
 #include "archive/timefmt.hpp"
 #include "cli/archive_commands.hpp"
 #include "cli/archive_status.hpp"
+#include "cli/subcommand.hpp"
 #include "common/escape.hpp"
 #include "common/host.hpp"
 #include "common/protocol.hpp"
@@ -47,21 +48,47 @@ struct Removal {
   ar::Version version;
 };
 
-std::string policy_text(const Config& config) {
-  const std::string zone = config.retention_timezone.empty() ? "local" : config.retention_timezone;
+double within_seconds(const ar::RetentionPolicy& p) {
+  return static_cast<double>(p.keep_within_ns) / 1e9;
+}
+
+std::string policy_text(const ar::RetentionPolicy& p, const std::string& zone) {
   return fmt::format(
       "every version of the last {:g} s, then the moments at {} full hours, {} midnights, {} "
       "Mondays, {} firsts of a month, {} firsts of January (time zone: {})",
-      config.keep_within, config.keep_hourly, config.keep_daily, config.keep_weekly,
-      config.keep_monthly, config.keep_yearly, zone);
+      within_seconds(p), p.keep_hourly, p.keep_daily, p.keep_weekly, p.keep_monthly, p.keep_yearly,
+      zone.empty() ? "local" : zone);
+}
+
+// The policy and the moments kept, as `forget --json` shows them for the archive's scope
+// and for each folder's.
+nlohmann::json scope_json(const ar::RetentionPolicy& p, const std::string& zone,
+                          const ar::KeptMoments& kept, std::int64_t now_ns) {
+  nlohmann::json out;
+  out["policy"] = {{"keep_within_s", within_seconds(p)},
+                   {"keep_hourly", p.keep_hourly},
+                   {"keep_daily", p.keep_daily},
+                   {"keep_weekly", p.keep_weekly},
+                   {"keep_monthly", p.keep_monthly},
+                   {"keep_yearly", p.keep_yearly},
+                   {"timezone", zone}};
+  auto& instants = out["kept_instants"] = nlohmann::json::array();
+  for (const auto at : kept.instants) instants.push_back(ar::format_time_ns(at));
+  out["kept_from"] = ar::format_time_ns(kept.from_ns.value_or(now_ns));
+  return out;
 }
 
 // `space`: the archive's figures with the removed versions left out, when measured.
-void print_human(const Config& config, const ar::ForgetReport& report,
-                 const std::vector<Removal>& removals, const ar::SpaceReport* space,
-                 std::int64_t now_ns, bool dry_run) {
+void print_human(const Config& config, const ar::RetentionPolicies& policies,
+                 const ar::ForgetReport& report, const std::vector<Removal>& removals,
+                 const ar::SpaceReport* space, std::int64_t now_ns, bool dry_run) {
   const char* verb = dry_run ? "would remove" : "removed";
-  std::cout << fmt::format("policy at {}: {}\n", ar::format_time_ns(now_ns), policy_text(config));
+  const std::string& zone = config.retention_timezone;
+  std::cout << fmt::format("policy at {}: {}\n", ar::format_time_ns(now_ns),
+                           policy_text(policies.archive, zone));
+  for (const auto& [folder, policy] : policies.folders) {
+    std::cout << fmt::format("policy of {}: {}\n", shown_path(folder), policy_text(policy, zone));
+  }
   for (const auto& r : removals) {
     std::cout << fmt::format("{} {} version {} ({}, archived {}, {} bytes)\n", verb,
                              shown_path(r.path), r.version.number, to_string(r.version.op),
@@ -81,18 +108,20 @@ void print_human(const Config& config, const ar::ForgetReport& report,
   }
 }
 
-nlohmann::json report_json(const Config& config, const ar::ForgetReport& report,
-                           const std::vector<Removal>& removals, const ar::SpaceReport* space,
-                           std::int64_t now_ns) {
-  nlohmann::json out;
+nlohmann::json report_json(const Config& config, const ar::RetentionPolicies& policies,
+                           const ar::ForgetReport& report, const std::vector<Removal>& removals,
+                           const ar::SpaceReport* space, std::int64_t now_ns) {
+  const std::string& zone = config.retention_timezone;
+  nlohmann::json out = scope_json(policies.archive, zone, report.kept.archive, now_ns);
   out["now"] = ar::format_time_ns(now_ns);
-  out["policy"] = {{"keep_within_s", config.keep_within},  {"keep_hourly", config.keep_hourly},
-                   {"keep_daily", config.keep_daily},      {"keep_weekly", config.keep_weekly},
-                   {"keep_monthly", config.keep_monthly},  {"keep_yearly", config.keep_yearly},
-                   {"timezone", config.retention_timezone}};
-  auto& instants = out["kept_instants"] = nlohmann::json::array();
-  for (const auto at : report.kept.instants) instants.push_back(ar::format_time_ns(at));
-  out["kept_from"] = ar::format_time_ns(report.kept.from_ns.value_or(now_ns));
+  // Each folder with a policy of its own: that policy (a folder recorded by an earlier run
+  // and no longer configured takes the policy of the scope holding it).
+  auto& folders = out["folders"] = nlohmann::json::array();
+  for (const auto& [folder, kept] : report.kept.folders) {
+    auto one = scope_json(policies.of(folder), zone, kept, now_ns);
+    one["folder"] = escape_bytes(folder);
+    folders.push_back(std::move(one));
+  }
   auto& listed = out["remove"] = nlohmann::json::array();
   for (const auto& r : removals) {
     // Paths as the queue escapes them: any byte Linux allows, in valid JSON.
@@ -176,7 +205,7 @@ ar::Expected<std::optional<ar::CollectReport>> collect_after(ar::Store& store, b
 
 // What forget removed (or, in a dry run, would remove) and, when `measured`, the archive's
 // figures with those versions left out: what removing them frees.
-ar::Expected<ar::ForgetPlan> apply_policy(ar::Store& store, const ar::RetentionPolicy& policy,
+ar::Expected<ar::ForgetPlan> apply_policy(ar::Store& store, const ar::RetentionPolicies& policy,
                                           std::int64_t now_ns, const ar::ForgetOptions& options,
                                           bool dry_run, bool measured) {
   if (dry_run) return store.plan_forget_space(policy, now_ns, options);
@@ -207,6 +236,8 @@ int run_forget(const Config& config, const ForgetArgs& args) {
     if (!parsed) return fail(kCmd, fmt::format("--now: {}", parsed.error()), 2);
     now_ns = *parsed;
   }
+  auto policies = ar::retention_policies(config);
+  if (!policies) return fail(kCmd, policies.error(), 2);
   auto store = args.dry_run ? open_store(config) : open_changing(config);
   if (!store) return fail(kCmd, store.error(), 2);
   if (args.low_priority) {
@@ -222,8 +253,7 @@ int run_forget(const Config& config, const ForgetArgs& args) {
     };
   }
   // With the collection, its figures say what went; without it, the figure measured first.
-  auto plan =
-      apply_policy(*store, ar::retention_policy(config), now_ns, options, args.dry_run, args.no_gc);
+  auto plan = apply_policy(*store, *policies, now_ns, options, args.dry_run, args.no_gc);
   if (!plan) return fail(kCmd, plan.error(), 1);
   if (!plan->unmeasured.empty()) {
     spdlog::warn("forget: cannot tell what the removal frees: {}", plan->unmeasured);
@@ -234,12 +264,12 @@ int run_forget(const Config& config, const ForgetArgs& args) {
   if (!gc) return fail(kCmd, gc.error(), 1);
   const std::optional<ar::CollectReport>& collected = *gc;
   if (args.json) {
-    auto out = report_json(config, report, removals, space, now_ns);
+    auto out = report_json(config, *policies, report, removals, space, now_ns);
     if (args.summary) out.erase("remove");
     if (collected) out["collection"] = collect_json(*collected);
     std::cout << out.dump(2) << "\n";
   } else {
-    print_human(config, report, removals, space, now_ns, args.dry_run);
+    print_human(config, *policies, report, removals, space, now_ns, args.dry_run);
     if (collected) std::cout << collect_text(*collected);
   }
   std::cout.flush();
@@ -349,26 +379,21 @@ int run_purge(const Config& config, const PurgeArgs& args) {
 
 void add_purge(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<PurgeArgs>();
-  auto* purge = app.add_subcommand(
-      "purge", "remove every version of PATH and of what is beneath it, then collect");
-  purge->fallthrough();
-  purge->add_option("PATH", args->path, "the file or directory (absolute, or relative to here)")
-      ->required();
-  purge->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
+  auto* purge = cli::add_archive_subcommand(
+      app, "purge", "remove every version of PATH and of what is beneath it, then collect");
+  cli::add_path_argument(*purge, args->path, args->escaped);
   purge->add_flag("-n,--dry-run", args->dry_run, "only count what would go");
   purge->add_flag("--json", args->json, "print the result as JSON");
   purge->add_flag("--no-gc", args->no_gc, "do not collect afterwards (timewarp gc does)");
   purge->footer("Example: timewarp purge /home/ann/.ssh/id_ed25519");
-  purge->callback(
-      [&config, &run, args] { run = [&config, args] { return run_purge(config, *args); }; });
+  cli::run_when_parsed(*purge, run, [&config, args] { return run_purge(config, *args); });
 }
 
 void add_forget(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<ForgetArgs>();
-  auto* forget = app.add_subcommand(
-      "forget",
+  auto* forget = cli::add_archive_subcommand(
+      app, "forget",
       "remove the versions the retention policy (keep_* keys) no longer keeps, then collect");
-  forget->fallthrough();
   forget->add_flag("-n,--dry-run", args->dry_run, "only list what would go");
   forget->add_flag("--json", args->json, "print the result as JSON");
   forget->add_flag("--no-gc", args->no_gc, "do not collect afterwards (timewarp gc does)");
@@ -378,35 +403,29 @@ void add_forget(CLI::App& app, Config& config, std::function<int()>& run) {
   forget->add_option("--now", args->now,
                      "apply the policy as of TIME instead of now (what would be gone by then)");
   forget->footer("Example: timewarp forget --dry-run --backup-root /srv/timewarp");
-  forget->callback(
-      [&config, &run, args] { run = [&config, args] { return run_forget(config, *args); }; });
+  cli::run_when_parsed(*forget, run, [&config, args] { return run_forget(config, *args); });
 }
 
 void add_gc(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<GcArgs>();
-  auto* gc = app.add_subcommand(
-      "gc", "free the space of what no version names (beside running archivers)");
-  gc->fallthrough();
+  auto* gc = cli::add_archive_subcommand(
+      app, "gc", "free the space of what no version names (beside running archivers)");
   gc->add_flag("--json", args->json, "print the figures as JSON");
   gc->add_option("--rewrite-unused", args->rewrite_share,
                  "rewrite a pack when at least this share of it is unused (0..1, default 0.2)")
       ->check(CLI::Range(0.0, 1.0));
-  gc->callback([&config, &run, args] { run = [&config, args] { return run_gc(config, *args); }; });
+  cli::run_when_parsed(*gc, run, [&config, args] { return run_gc(config, *args); });
 }
 
 void add_pin(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<PinArgs>();
-  auto* pin =
-      app.add_subcommand("pin", "keep a version of PATH whatever the retention policy says");
-  pin->fallthrough();
-  pin->add_option("PATH", args->path, "the file or directory (absolute, or relative to here)")
-      ->required();
-  pin->add_flag("--escaped", args->escaped, "PATH is given in the escaped form (%XX)");
+  auto* pin = cli::add_archive_subcommand(
+      app, "pin", "keep a version of PATH whatever the retention policy says");
+  cli::add_path_argument(*pin, args->path, args->escaped);
   pin->add_option("--version", args->version, "version number N (default: the latest)")
       ->transform(tw::number_in<std::uint64_t>());
   pin->add_flag("--remove", args->remove, "unpin it instead");
-  pin->callback(
-      [&config, &run, args] { run = [&config, args] { return run_pin(config, *args); }; });
+  cli::run_when_parsed(*pin, run, [&config, args] { return run_pin(config, *args); });
 }
 
 }  // namespace

@@ -105,27 +105,25 @@ std::string progress_bar(double fraction, int width) {
          std::string(static_cast<std::size_t>(width - filled), '-') + "]";
 }
 
-std::string status_text(const db::StatusReport& report, const ViewOptions& options,
-                        const WatchProgress* watch) {
-  const Paint paint{options.color};
-  const auto& c = report.counts;
+namespace {
+
+// One labelled line of the text views: the label in a column of its own.
+void line(std::string& out, std::string_view label, const std::string& text) {
+  out += fmt::format("{:<12}{}\n", label, text);
+}
+
+// The queue: what waits, how fast it goes, and with a watch how far it has drained.
+std::string queue_text(const db::QueueCounts& c, const Paint& paint, const WatchProgress* watch) {
   std::string out;
-  const auto line = [&out](std::string_view label, const std::string& text) {
-    out += fmt::format("{:<12}{}\n", label, text);
-  };
-
-  out += paint.bold(fmt::format("TimeWarp status at {}", report.time)) + "\n";
-  if (!options.database.empty()) line("database", options.database);
-  out += "\n";
-
   const auto left = backlog(c);
   std::string delayed = fmt::format("{} delayed", c.delayed);
   if (c.next_retry_in) delayed += fmt::format(" (next retry in {})", duration(*c.next_retry_in));
-  line("backlog", fmt::format("{}: {} claimable, {}, {} dispatched", plural(left, "item"),
-                              c.claimable, delayed, c.dispatched));
-  line("oldest", c.oldest_claimable_age
-                     ? fmt::format("{} waiting", duration(*c.oldest_claimable_age))
-                     : std::string("- (nothing claimable)"));
+  line(out, "backlog",
+       fmt::format("{}: {} claimable, {}, {} dispatched", plural(left, "item"), c.claimable,
+                   delayed, c.dispatched));
+  line(out, "oldest",
+       c.oldest_claimable_age ? fmt::format("{} waiting", duration(*c.oldest_claimable_age))
+                              : std::string("- (nothing claimable)"));
   const double rate = completion_rate(c);
   std::string eta;
   if (left == 0) {
@@ -135,31 +133,38 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
   } else {
     eta = paint.yellow("nothing completed in the last minute: no estimate");
   }
-  line("progress", fmt::format("{} completed in the last minute ({}/s); {}",
-                               c.completed_last_minute, rate_text(rate), eta));
-  line("totals", fmt::format("{} completed, {} failed", c.completed, c.failed));
+  line(out, "progress",
+       fmt::format("{} completed in the last minute ({}/s); {}", c.completed_last_minute,
+                   rate_text(rate), eta));
+  line(out, "totals", fmt::format("{} completed, {} failed", c.completed, c.failed));
   if (watch) {
     const double total = static_cast<double>(watch->done + watch->remaining);
     const double fraction = total > 0 ? static_cast<double>(watch->done) / total : 1.0;
-    line("draining",
+    line(out, "draining",
          fmt::format("{} {:3.0f}%  {} done since watching began, {} to go",
                      progress_bar(fraction, 30), fraction * 100, watch->done, watch->remaining));
   }
-  out += "\n";
+  return out;
+}
 
+// The schedulers, one line and its figures each, then the processes failing a statement.
+std::string processes_text(const db::StatusReport& report, const ViewOptions& options,
+                           const Paint& paint) {
+  std::string out;
   const auto alive =
       std::count_if(report.schedulers.begin(), report.schedulers.end(),
                     [&](const auto& s) { return s.heartbeat_age <= options.stale_after; });
   std::string scheduler_summary = fmt::format("{} running", alive);
   if (alive == 0) {
-    scheduler_summary = left > 0 ? paint.yellow("none running (is timewarp-monitor started?)")
-                                 : std::string("none running");
+    scheduler_summary = backlog(report.counts) > 0
+                            ? paint.yellow("none running (is timewarp-monitor started?)")
+                            : std::string("none running");
   }
   if (static_cast<std::size_t>(alive) < report.schedulers.size()) {
     scheduler_summary +=
         fmt::format(", {} stale", report.schedulers.size() - static_cast<std::size_t>(alive));
   }
-  line("schedulers", scheduler_summary);
+  line(out, "schedulers", scheduler_summary);
   for (const auto& s : report.schedulers) {
     const bool stale = s.heartbeat_age > options.stale_after;
     std::string heartbeat = fmt::format("heartbeat {} ago", duration(s.heartbeat_age));
@@ -173,7 +178,7 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
         s.batch_queue_high_water, s.items_done, s.items_failed);
   }
   if (!report.database_errors.empty()) {
-    line("db errors",
+    line(out, "db errors",
          paint.red(fmt::format("{} {} failing a statement again and again (nothing is lost: "
                                "that work waits until the cause is removed)",
                                report.database_errors.size(),
@@ -185,22 +190,41 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
       out += fmt::format("      {}\n", paint.red(shown_text(e.error, 300)));
     }
   }
-  out += "\n";
+  return out;
+}
 
+// The failures of the last hour, the most recent listed.
+std::string failures_text(const db::StatusReport& report, const Paint& paint) {
+  std::string out;
+  const auto& c = report.counts;
   if (c.failed_last_hour == 0) {
-    line("failures", "none in the last hour");
-  } else {
-    line("failures", paint.red(fmt::format("{} in the last hour", c.failed_last_hour)));
-    for (const auto& f : report.recent_failures) {
-      out += fmt::format("  #{} {}  {} {} ({})\n", f.id, item_age(f), f.op, shown_text(f.path),
-                         plural(f.attempts, "attempt"));
-      out += fmt::format("      {}\n", paint.red(shown_text(f.last_error, 300)));
-    }
-    const auto shown = static_cast<std::int64_t>(report.recent_failures.size());
-    if (c.failed_last_hour > shown) {
-      out += fmt::format("  ... and {} more: timewarp failed\n", c.failed_last_hour - shown);
-    }
+    line(out, "failures", "none in the last hour");
+    return out;
   }
+  line(out, "failures", paint.red(fmt::format("{} in the last hour", c.failed_last_hour)));
+  for (const auto& f : report.recent_failures) {
+    out += fmt::format("  #{} {}  {} {} ({})\n", f.id, item_age(f), f.op, shown_text(f.path),
+                       plural(f.attempts, "attempt"));
+    out += fmt::format("      {}\n", paint.red(shown_text(f.last_error, 300)));
+  }
+  const auto shown = static_cast<std::int64_t>(report.recent_failures.size());
+  if (c.failed_last_hour > shown) {
+    out += fmt::format("  ... and {} more: timewarp failed\n", c.failed_last_hour - shown);
+  }
+  return out;
+}
+
+}  // namespace
+
+// A heading, then the queue, the processes and the failures, a blank line between them.
+std::string status_text(const db::StatusReport& report, const ViewOptions& options,
+                        const WatchProgress* watch) {
+  const Paint paint{options.color};
+  std::string out = paint.bold(fmt::format("TimeWarp status at {}", report.time)) + "\n";
+  if (!options.database.empty()) line(out, "database", options.database);
+  out += "\n" + queue_text(report.counts, paint, watch);
+  out += "\n" + processes_text(report, options, paint);
+  out += "\n" + failures_text(report, paint);
   return out;
 }
 
@@ -252,49 +276,49 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
 std::string archive_text(const ArchiveStatus& archive, double age, const ViewOptions& options) {
   const Paint paint{options.color};
   std::string out = "\n";
-  const auto line = [&out](std::string_view label, const std::string& text) {
-    out += fmt::format("{:<12}{}\n", label, text);
-  };
   if (!archive.error.empty()) {
-    line("archive", paint.red(fmt::format("{} cannot be read: {}", shown_path(archive.root),
-                                          shown_text(archive.error, 300))));
+    line(out, "archive",
+         paint.red(fmt::format("{} cannot be read: {}", shown_path(archive.root),
+                               shown_text(archive.error, 300))));
     return out;
   }
   // A format-1 archive is read only: never thinned, never collected.
   const bool thinned = archive.format >= 2;
   const auto& s = archive.space;
   if (!s) {
-    line("archive", paint.yellow(fmt::format("{} (format {}): its size cannot be read: {}",
-                                             shown_path(archive.root), archive.format,
-                                             shown_text(archive.unmeasured, 300))));
+    line(out, "archive",
+         paint.yellow(fmt::format("{} (format {}): its size cannot be read: {}",
+                                  shown_path(archive.root), archive.format,
+                                  shown_text(archive.unmeasured, 300))));
   } else {
-    line("archive",
+    line(out, "archive",
          fmt::format(
              "{} (format {}): {}, of which {} in {} and {} of catalog", shown_path(archive.root),
              archive.format, bytes_text(s->total_bytes()), bytes_text(s->content_bytes),
              plural(static_cast<std::int64_t>(s->content_files), thinned ? "pack" : "object"),
              bytes_text(s->catalog_bytes)));
-    line("live", fmt::format("{} in {} that versions name; {}", bytes_text(s->live_bytes),
-                             plural(static_cast<std::int64_t>(s->live_blobs), "blob"),
-                             thinned ? fmt::format("a collection could give back about {} now",
-                                                   bytes_text(s->dead_bytes))
-                                     : std::string("a format-1 archive is never collected")));
+    line(out, "live",
+         fmt::format("{} in {} that versions name; {}", bytes_text(s->live_bytes),
+                     plural(static_cast<std::int64_t>(s->live_blobs), "blob"),
+                     thinned ? fmt::format("a collection could give back about {} now",
+                                           bytes_text(s->dead_bytes))
+                             : std::string("a format-1 archive is never collected")));
   }
   std::string retention = fmt::format("the policy would remove {} of {} versions now",
                                       archive.removable, archive.versions);
   if (s && s->freed_bytes) {
     retention += fmt::format(", freeing about {}", bytes_text(*s->freed_bytes));
   }
-  line("retention", retention);
+  line(out, "retention", retention);
   if (const auto& c = archive.last_collection) {
-    line("last gc",
+    line(out, "last gc",
          fmt::format("#{} {} ago ({}), took {}: {} given back, {} removed", c->collection,
                      duration(archive.collection_age + age), archive.collection_finished_at,
                      duration(static_cast<double>(c->finished_ns - c->started_ns) / 1e9),
                      bytes_text(c->bytes_reclaimed),
                      plural(static_cast<std::int64_t>(c->blobs_swept), "blob")));
   } else {
-    line("last gc", "none yet");
+    line(out, "last gc", "none yet");
   }
   if (age >= 1) {
     out += fmt::format("  (read {} ago, in {}; a watch reads the archive once a minute)\n",

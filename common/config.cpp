@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/folder_policy.hpp"
 #include "common/mask_conninfo.hpp"
 
 namespace tw {
@@ -47,6 +48,11 @@ constexpr KeyValue number(T Config::*field,
 }
 
 constexpr double kDay = 86400.0;
+
+std::string check_folder_policy(const std::string& item) {
+  auto policy = parse_folder_policy(item);
+  return policy ? std::string() : policy.error();
+}
 
 // One entry per key, one line each. README.md's table of keys is config_keys_markdown() of
 // this table (tests/common/config_test.cpp checks it).
@@ -85,6 +91,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {.name = "keep_monthly", .value = number(&Config::keep_monthly, 0, 1000000), .description = "keep the moments at the last N firsts of a month, midnight", .audience = Audience::None},
     {.name = "keep_yearly", .value = number(&Config::keep_yearly, 0, 1000000), .description = "keep the moments at the last N firsts of January, midnight", .audience = Audience::None},
     {.name = "retention_timezone", .value = TextKey{&Config::retention_timezone}, .description = "time zone of the retention calendar (empty: local)", .audience = Audience::None, .more = "a name under /usr/share/zoneinfo, e.g. `Europe/Berlin` or `UTC`; hours, midnights and Mondays are those of its clock, summer time included"},
+    {.name = "retention_folder", .value = ListKey{&Config::retention_folder, check_folder_policy}, .description = "a folder's own retention policy, `FOLDER: keep_daily=7 ...`", .audience = Audience::None, .more = "keys keep_within (seconds, or with s, m, h, d, w) and keep_hourly … keep_yearly; a key left out has the archive's value; the deepest folder holding a path applies; its kept moments are its own (`restore --at` a moment it thinned leaves it out and says so)"},
     {.name = "retention_interval", .value = number(&Config::retention_interval, 0.0, 365 * kDay), .description = "seconds between the monitor's retention runs (0: never)", .audience = Audience::None, .unit = "s", .more = "a run is `timewarp forget` and its collection, at the lowest CPU and I/O priority; due this long after the archive's last collection, whoever ran it"},
     {.name = "log_level", .value = ChoiceKey{&Config::log_level, kLogLevels}, .description = "logging level", .audience = Audience::Archiver, .more = "`timewarp` itself logs at `warn` unless told otherwise"},
     {.name = "log_file", .value = TextKey{&Config::log_file}, .description = "also log to this file", .audience = Audience::Archiver, .more = "appended to, in a directory that must exist; logs go to stderr as well"},
@@ -294,6 +301,13 @@ void add_config_options(CLI::App& app, Config& c) {
                           // Every number goes through number_in: none escapes its checks.
                           [&]<class T>(const NumberKey<T>& k) {
                             add(c.*k.field)->transform(number_in(k.lowest, k.highest));
+                          },
+                          [&](const ListKey& k) {
+                            auto* option = add(c.*k.field);
+                            if (k.check == nullptr) return;
+                            option->check(CLI::Validator(
+                                [check = k.check](std::string& item) { return check(item); },
+                                "", std::string(key.name)));
                           },
                           [&](const auto& k) { add(c.*k.field); }},
                key.value);

@@ -64,6 +64,7 @@ struct Config {
   int keep_monthly = 0;
   int keep_yearly = 0;
   std::string retention_timezone;
+  std::vector<std::string> retention_folder;  // "FOLDER: keep_daily=7 ..." (folder_policy.hpp)
   double retention_interval = 3600.0;  // seconds between the monitor's forget runs (0: never)
 
   std::string log_level = "info";
@@ -88,6 +89,8 @@ struct TextKey {
 };
 struct ListKey {  // repeatable flag, or a list in the file
   std::vector<std::string> Config::*field;
+  // Checks one item: what is wrong with it, or empty. Null: any text.
+  std::string (*check)(const std::string& item) = nullptr;
 };
 struct SwitchKey {
   bool Config::*field;

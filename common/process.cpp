@@ -63,13 +63,9 @@ class BoostChild final : public ChildProcess {
   ReadStatus read_line(std::string& line, std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
-      switch (lines_.next(line)) {
-        case LineBuffer::Status::Line:
-          return ReadStatus::Line;
-        case LineBuffer::Status::Overlong:
-          return ReadStatus::Overlong;
-        case LineBuffer::Status::NeedMore:
-          break;
+      // What is buffered comes first; the pipe is read only when no whole line is.
+      if (const auto got = lines_.next(line); got != LineBuffer::Status::NeedMore) {
+        return got == LineBuffer::Status::Line ? ReadStatus::Line : ReadStatus::Overlong;
       }
       if (eof_) return ReadStatus::Eof;
       const auto left =
@@ -207,6 +203,28 @@ class BoostLauncher final : public Launcher {
 }  // namespace
 
 std::shared_ptr<Launcher> make_process_launcher() { return std::make_shared<BoostLauncher>(); }
+
+std::optional<int> drain_lines(ChildProcess& child,
+                               const std::function<void(std::optional<std::string>)>& on_line) {
+  while (true) {
+    std::string line;
+    switch (child.read_line(line, std::chrono::milliseconds(0))) {
+      case ChildProcess::ReadStatus::Timeout:
+        return std::nullopt;
+      case ChildProcess::ReadStatus::Eof: {
+        // A child that closed its stdout is exiting: it gets a moment before SIGTERM.
+        const auto exited = child.wait_exit(std::chrono::seconds(5));
+        return exited ? *exited : child.terminate(std::chrono::seconds(1));
+      }
+      case ChildProcess::ReadStatus::Overlong:
+        on_line(std::nullopt);
+        break;
+      case ChildProcess::ReadStatus::Line:
+        on_line(std::move(line));
+        break;
+    }
+  }
+}
 
 bool env_name_matches(std::string_view name, const std::vector<std::string>& patterns) {
   return std::any_of(patterns.begin(), patterns.end(), [name](std::string_view pattern) {

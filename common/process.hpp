@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,13 @@ class Launcher : NonCopyable {
 
 // The real launcher. Safe to call from several threads at once.
 std::shared_ptr<Launcher> make_process_launcher();
+
+// Reads every line `child` has ready now, without waiting, handing each to `on_line`
+// (nullopt for an over-long line, which is discarded); `on_line` must not destroy `child`.
+// Returns nullopt once no more is ready. At EOF on the child's stdout, the child is given
+// 5 s to exit, then terminated (1 s grace), and its exit status is returned.
+std::optional<int> drain_lines(ChildProcess& child,
+                               const std::function<void(std::optional<std::string>)>& on_line);
 
 // `name` in the directory of the running executable, if it exists there; else `name`
 // itself, to be found on PATH.

@@ -325,7 +325,8 @@ void Monitor::reload() {
   const auto restart_needed = changed_keys(
       config_, *fresh,
       {"archivers", "event_delay", "log_level", "keep_within", "keep_hourly", "keep_daily",
-       "keep_weekly", "keep_monthly", "keep_yearly", "retention_timezone", "retention_interval"});
+       "keep_weekly", "keep_monthly", "keep_yearly", "retention_timezone", "retention_folder",
+       "retention_interval"});
   if (!restart_needed.empty()) {
     spdlog::warn("SIGHUP: {} changed; this takes a restart of timewarp-monitor",
                  fmt::join(restart_needed, ", "));
@@ -349,7 +350,8 @@ void Monitor::reload() {
 void Monitor::reload_retention(const Config& fresh) {
   const auto retention = [](auto& c) {
     return std::tie(c.keep_within, c.keep_hourly, c.keep_daily, c.keep_weekly, c.keep_monthly,
-                    c.keep_yearly, c.retention_timezone, c.retention_interval);
+                    c.keep_yearly, c.retention_timezone, c.retention_folder,
+                    c.retention_interval);
   };
   if (retention(config_) == retention(fresh)) return;
   retention(config_) = retention(fresh);
@@ -393,27 +395,19 @@ void Monitor::on_scheduler_exit(int status) {
 }
 
 void Monitor::on_scheduler_output() {
-  while (scheduler_) {
-    std::string line;
-    const auto status = scheduler_->read_line(line, std::chrono::milliseconds(0));
-    if (status == ChildProcess::ReadStatus::Timeout) return;
-    if (status == ChildProcess::ReadStatus::Eof) {
-      const auto exit_status = scheduler_->wait_exit(std::chrono::seconds(5));
-      on_scheduler_exit(exit_status.value_or(scheduler_->terminate(std::chrono::seconds(1))));
-      return;
-    }
-    if (status == ChildProcess::ReadStatus::Overlong) {
+  if (!scheduler_) return;
+  const auto exited = drain_lines(*scheduler_, [this](std::optional<std::string> line) {
+    if (!line) {
       spdlog::warn("ignoring an over-long line from the scheduler");
-      continue;
+    } else if (*line != "READY") {
+      spdlog::warn("ignoring unknown line from the scheduler: '{}'", line->substr(0, 80));
+    } else {
+      spdlog::debug("scheduler is READY (drained)");
+      handshake_.on_scheduler_ready(false);  // clears the flag; the look below decides
+      check_queue();
     }
-    if (line != "READY") {
-      spdlog::warn("ignoring unknown line from the scheduler: '{}'", line.substr(0, 80));
-      continue;
-    }
-    spdlog::debug("scheduler is READY (drained)");
-    handshake_.on_scheduler_ready(false);  // clears the flag; the look below decides
-    check_queue();
-  }
+  });
+  if (exited) on_scheduler_exit(*exited);
 }
 
 std::optional<Monitor::Clock::time_point> Monitor::next_wakeup() const {

@@ -17,9 +17,10 @@ namespace tw::monitor {
 namespace {
 
 // What a run needs of the configuration: the archive, the policy, and where to log.
-constexpr std::array<std::string_view, 10> kRunKeys = {
-    "backup_root",  "keep_within", "keep_hourly",        "keep_daily", "keep_weekly",
-    "keep_monthly", "keep_yearly", "retention_timezone", "log_level",  "log_file"};
+constexpr std::array<std::string_view, 11> kRunKeys = {
+    "backup_root", "keep_within",        "keep_hourly",      "keep_daily",
+    "keep_weekly", "keep_monthly",       "keep_yearly",      "retention_timezone",
+    "retention_folder", "log_level", "log_file"};
 
 // The wall-clock instant of the archive's last collection, if it had one.
 std::optional<std::int64_t> last_collection_ns(const std::string& backup_root) {
@@ -92,20 +93,14 @@ int RetentionRuns::output_fd() const { return child_ ? child_->stdout_fd() : -1;
 bool RetentionRuns::has_buffered_line() const { return child_ && child_->has_buffered_line(); }
 
 void RetentionRuns::on_output() {
-  while (child_) {
-    std::string line;
-    const auto status = child_->read_line(line, std::chrono::milliseconds(0));
-    if (status == ChildProcess::ReadStatus::Timeout) return;
-    if (status == ChildProcess::ReadStatus::Eof) {
-      const auto exit_status = child_->wait_exit(std::chrono::seconds(5));
-      finished(exit_status.value_or(child_->terminate(std::chrono::seconds(1))));
-      return;
-    }
-    if (status == ChildProcess::ReadStatus::Line) {
-      spdlog::info("retention run: {}", line);
-      last_line_ = std::move(line);
-    }
-  }
+  if (!child_) return;
+  // A line over 1 MiB (read_line discards it) is not logged.
+  const auto exited = drain_lines(*child_, [this](std::optional<std::string> line) {
+    if (!line) return;
+    spdlog::info("retention run: {}", *line);
+    last_line_ = std::move(*line);
+  });
+  if (exited) finished(*exited);
 }
 
 void RetentionRuns::finished(int status) {

@@ -24,17 +24,25 @@ class Format1Layout final : public Layout {
   Format1Layout(std::string root, std::function<bool()> cancelled);
 
   ArchiveFormat format() const override { return ArchiveFormat::V1; }
+  // Grouped by where format 1 keeps what they read.
+  // A path's history: the history file of its node (the key is the path's SHA-256).
   Expected<std::vector<Version>> versions(std::string_view path) override;
+  // Every path with a history: only a scan of every node under nodes/ finds them all.
+  Expected<std::vector<std::string>> archived_paths() override;
+  // The tree: a walk of the nodes' .children markers, each naming a child's node, whose
+  // .path file or history names its path.
   Expected<std::vector<std::string>> children(std::string_view dir) override;
   Expected<std::vector<std::string>> paths_within(std::string_view dir,
                                                   Unplaced* unplaced) override;
-  Expected<std::vector<std::string>> archived_paths() override;
+  // Contents: one object per SHA-256 under objects/ (objects.hpp), so a version names one
+  // content id, its digest, and none when it has no content.
   Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
   std::vector<std::string> content_ids(const Version& v) const override;
+  // The tree the nodes make, then every object read back (verify.cpp).
   void verify_storage(ContentUsers users, VerifyReport& report,
                       const std::function<void(std::string_view)>& progress) override;
   // Format 1 is never thinned (no release removed versions from it) and has no pins.
-  Expected<KeptMoments> kept_moments() override { return KeptMoments{}; }
+  Expected<KeptScopes> kept_moments() override { return KeptScopes{}; }
   Expected<std::uint64_t> forgotten(std::string_view) override { return std::uint64_t{0}; }
   Expected<std::set<std::uint64_t>> pinned(std::string_view) override {
     return std::set<std::uint64_t>{};

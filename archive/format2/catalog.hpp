@@ -139,10 +139,11 @@ class Catalog {
 
   // --- Retention (catalog_retention.cpp; FORMAT.md, "Retention"). A catalog read before a
   // writer upgraded it to schema 4 was never thinned and has no pins.
-  // The moments whose state the archive holds whole.
-  Expected<KeptMoments> kept_moments() const;
+  // The moments whose state the archive holds whole, scope by scope (the folders' own
+  // from schema 5 on).
+  Expected<KeptScopes> kept_moments() const;
   // Records that the archive keeps `kept` and what it kept before, no more: returns that.
-  Expected<KeptMoments> record_kept(const KeptMoments& kept);
+  Expected<KeptScopes> record_kept(const KeptScopes& kept);
   // How many versions of `path` retention removed; its pinned version numbers.
   Expected<std::uint64_t> forgotten(std::string_view path) const;
   Expected<std::set<std::uint64_t>> pinned(std::string_view path) const;

@@ -284,7 +284,9 @@ struct Catalog::Impl {
   }
 
   // Retention and collection (catalog_retention.cpp, catalog_collect.cpp).
-  Expected<KeptMoments> kept();
+  Expected<KeptScopes> kept();
+  // Stores the kept moments of `folder` ("": the archive's own scope).
+  Done store_kept(std::string_view folder, const KeptMoments& kept);
   Done drop(const DroppedVersions& dropped);
   Done purge_node(std::int64_t node, bool dry_run, std::int64_t collection, PurgeReport& report,
                   std::set<std::int64_t>& packs);

@@ -38,37 +38,58 @@ std::vector<std::int64_t> decode_instants(std::string_view bytes) {
 
 }  // namespace
 
-Expected<KeptMoments> Catalog::Impl::kept() {
-  KeptMoments kept;
+Expected<KeptScopes> Catalog::Impl::kept() {
+  KeptScopes kept;
   if (schema < 4) return kept;  // read before a writer upgraded it: never thinned
   TRY_ASSIGN(auto s, statement("SELECT from_ns, instants FROM retention WHERE id = 1"));
-  const int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE) return kept;
-  if (rc != SQLITE_ROW) return archive_fault(Error{failure("reading the kept moments")});
-  kept.from_ns = sqlite3_column_int64(s, 0);
-  kept.instants = decode_instants(sqlite::column_bytes(s, 1));
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    kept.archive.from_ns = sqlite3_column_int64(s, 0);
+    kept.archive.instants = decode_instants(sqlite::column_bytes(s, 1));
+  } else if (rc != SQLITE_DONE) {
+    return archive_fault(Error{failure("reading the kept moments")});
+  }
+  if (schema < 5) return kept;  // no folder had a policy of its own yet
+  TRY_ASSIGN(auto f, statement("SELECT folder, from_ns, instants FROM retention_folders"));
+  while ((rc = sqlite3_step(f)) == SQLITE_ROW) {
+    KeptMoments& folder = kept.folders[std::string(sqlite::column_bytes(f, 0))];
+    folder.from_ns = sqlite3_column_int64(f, 1);
+    folder.instants = decode_instants(sqlite::column_bytes(f, 2));
+  }
+  if (rc != SQLITE_DONE) return archive_fault(Error{failure("reading the folders' kept moments")});
   return kept;
 }
 
-Expected<KeptMoments> Catalog::kept_moments() const {
+Done Catalog::Impl::store_kept(std::string_view folder, const KeptMoments& kept) {
+  if (!kept.from_ns) return Ok{};  // never thinned: nothing to record
+  const char* sql = folder.empty()
+                        ? "INSERT INTO retention(id, from_ns, instants) VALUES (1, ?1, ?2) "
+                          "ON CONFLICT(id) DO UPDATE SET from_ns = ?1, instants = ?2"
+                        : "INSERT INTO retention_folders(folder, from_ns, instants) "
+                          "VALUES (?3, ?1, ?2) "
+                          "ON CONFLICT(folder) DO UPDATE SET from_ns = ?1, instants = ?2";
+  TRY_ASSIGN(auto s, statement(sql));
+  sqlite3_bind_int64(s, 1, *kept.from_ns);
+  sqlite::bind_bytes(s, 2, encode_instants(kept.instants));
+  if (!folder.empty()) sqlite::bind_bytes(s, 3, folder);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    return archive_fault(Error{failure("recording the kept moments")});
+  }
+  return Ok{};
+}
+
+Expected<KeptScopes> Catalog::kept_moments() const {
   return impl_->read([&] { return impl_->kept(); });
 }
 
-Expected<KeptMoments> Catalog::record_kept(const KeptMoments& kept) {
-  return impl_->in_transaction([&]() -> Expected<KeptMoments> {
+Expected<KeptScopes> Catalog::record_kept(const KeptScopes& kept) {
+  return impl_->in_transaction([&]() -> Expected<KeptScopes> {
     // What every earlier run kept, read inside the transaction: two runs at once store
     // what both keep, never more than either.
-    TRY_ASSIGN(const KeptMoments before, impl_->kept());
-    const KeptMoments both = kept.intersect(before);
-    if (!both.from_ns) return both;
-    TRY_ASSIGN(auto s,
-               impl_->statement("INSERT INTO retention(id, from_ns, instants) VALUES (1, ?1, ?2) "
-                                "ON CONFLICT(id) DO UPDATE SET from_ns = ?1, instants = ?2"));
-    sqlite3_bind_int64(s, 1, *both.from_ns);
-    sqlite::bind_bytes(s, 2, encode_instants(both.instants));
-    if (sqlite3_step(s) != SQLITE_DONE) {
-      return archive_fault(Error{impl_->failure("recording the kept moments")});
-    }
+    TRY_ASSIGN(const KeptScopes before, impl_->kept());
+    const KeptScopes both = kept.intersect(before);
+    TRY(impl_->store_kept("", both.archive));
+    for (const auto& [folder, moments] : both.folders) TRY(impl_->store_kept(folder, moments));
     return both;
   });
 }

@@ -104,7 +104,17 @@ CREATE TABLE shred(
   pack INTEGER PRIMARY KEY);
 PRAGMA user_version = 4;
 )sql";
-static_assert(kCatalogSchema == 4, "kUpgrade3 names the version");
+
+// Version 5 is version 4 with each folder's own kept moments (FORMAT.md, "Retention"): a
+// row per folder that has, or had, a policy of its own; `retention` keeps the archive's.
+constexpr const char* kUpgrade4 = R"sql(
+CREATE TABLE retention_folders(
+  folder BLOB PRIMARY KEY,
+  from_ns INTEGER NOT NULL,
+  instants BLOB NOT NULL) WITHOUT ROWID;
+PRAGMA user_version = 5;
+)sql";
+static_assert(kCatalogSchema == 5, "kUpgrade4 names the version");
 
 // Version 2 (the second release of format 2) is version 3 without `versions.read_after`. It
 // is read as it is, and upgraded in place by the first writer: the column is added, NULL in
@@ -136,10 +146,11 @@ Done exec_all(sqlite::Database& db, std::initializer_list<const char*> sql) {
   return Ok{};
 }
 
-// Schema 3 to 4, and 2 to 4, inside the opening writer's transaction.
-Done upgrade_from_3(sqlite::Database& db) { return exec_all(db, {kUpgrade3}); }
+// Schema 4, 3 and 2 to 5, inside the opening writer's transaction.
+Done upgrade_from_4(sqlite::Database& db) { return exec_all(db, {kUpgrade4}); }
+Done upgrade_from_3(sqlite::Database& db) { return exec_all(db, {kUpgrade3, kUpgrade4}); }
 Done upgrade_from_2(sqlite::Database& db) {
-  return exec_all(db, {kUpgrade2, kSetVersion3, kUpgrade3});
+  return exec_all(db, {kUpgrade2, kSetVersion3, kUpgrade3, kUpgrade4});
 }
 
 // Schema 1's tree rows (id, parent, whole path) copied into schema 2's nodes (id, parent,
@@ -165,7 +176,7 @@ Done copy_tree_from_1(sqlite::Database& db) {
   return Ok{};
 }
 
-// Schema 1 to 4, inside the opening writer's transaction: node ids are kept, so versions
+// Schema 1 to 5, inside the opening writer's transaction: node ids are kept, so versions
 // stay as they are; a node's name is the last component of its old path. Foreign keys are
 // checked once the tables are swapped.
 Done upgrade_from_1(sqlite::Database& db) {
@@ -194,8 +205,9 @@ Done create_or_upgrade(sqlite::Database& db) {
   if (version > kCatalogSchema) return too_new(db, version);
   if (version == 0) {
     return exec_all(db,
-                    {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion3, kUpgrade3});
+                    {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion3, kUpgrade3, kUpgrade4});
   }
+  if (version == 4) return upgrade_from_4(db);
   if (version == 3) return upgrade_from_3(db);
   if (version == 2) return upgrade_from_2(db);
   if (version == 1) return upgrade_from_1(db);

@@ -11,7 +11,7 @@
 namespace tw::archive {
 
 // The schema version this release writes, and the newest it reads.
-inline constexpr int kCatalogSchema = 4;
+inline constexpr int kCatalogSchema = 5;
 
 // Creates the schema in a writable catalog that has none yet, or upgrades an older one, in
 // one transaction: a reader sees all of it or none. Refuses a schema newer than

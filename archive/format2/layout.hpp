@@ -75,11 +75,11 @@ class Format2Layout final : public WritableLayout {
   Expected<bool> fold_journal() override;
 
   // Retention and collection (layout_retention.cpp)
-  Expected<KeptMoments> kept_moments() override;
+  Expected<KeptScopes> kept_moments() override;
   Expected<std::uint64_t> forgotten(std::string_view path) override;
   Expected<std::set<std::uint64_t>> pinned(std::string_view path) override;
   Expected<std::optional<CollectReport>> last_collection() override;
-  Expected<KeptMoments> record_kept(const KeptMoments& kept) override;
+  Expected<KeptScopes> record_kept(const KeptScopes& kept) override;
   Done drop_versions(const std::vector<DroppedVersions>& dropped) override;
   Done set_pin(std::string_view path, std::uint64_t number, bool pinned) override;
   Expected<PurgeReport> purge(std::string_view path, bool dry_run) override;

@@ -5,7 +5,7 @@
 
 namespace tw::archive {
 
-Expected<KeptMoments> Format2Layout::kept_moments() { return catalog_->kept_moments(); }
+Expected<KeptScopes> Format2Layout::kept_moments() { return catalog_->kept_moments(); }
 
 Expected<std::uint64_t> Format2Layout::forgotten(std::string_view path) {
   return catalog_->forgotten(path);
@@ -15,7 +15,7 @@ Expected<std::set<std::uint64_t>> Format2Layout::pinned(std::string_view path) {
   return catalog_->pinned(path);
 }
 
-Expected<KeptMoments> Format2Layout::record_kept(const KeptMoments& kept) {
+Expected<KeptScopes> Format2Layout::record_kept(const KeptScopes& kept) {
   return catalog_->record_kept(kept);
 }
 

@@ -38,10 +38,6 @@ void bind_optional(sqlite3_stmt* s, int index, std::string_view bytes) {
 void Database::Close::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 void Database::Finalize::operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
 
-Database::Database(Database&&) noexcept = default;
-Database& Database::operator=(Database&&) noexcept = default;
-Database::~Database() = default;
-
 Expected<Database> Database::open(const std::string& file, bool writable) {
   Database out;
   out.file_ = file;

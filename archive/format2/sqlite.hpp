@@ -52,9 +52,6 @@ class Database {
   // Opens `file` (writable: created when absent) for use by one thread at a time, a writer
   // waiting kBusyTimeout for another process's lock.
   static Expected<Database> open(const std::string& file, bool writable);
-  Database(Database&&) noexcept;
-  Database& operator=(Database&&) noexcept;
-  ~Database();
 
   sqlite3* handle() const { return db_.get(); }
   const std::string& file() const { return file_; }

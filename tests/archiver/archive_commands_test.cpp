@@ -333,5 +333,46 @@ TEST_F(ArchiveCommandsTest, ForgetNamesTheKeyOfAnUnknownTimeZone) {
   EXPECT_NE(err.find("Mars/Olympus"), std::string::npos) << err;
 }
 
+// A folder's own policy reaches forget: its paths are thinned by it, the rest by the
+// archive's, and the output names it (JSON "folders", a "policy of" line).
+TEST_F(ArchiveCommandsTest, ForgetAppliesAFoldersOwnPolicyToItsPaths) {
+  std::filesystem::create_directories(dir_ / "src/tmp");
+  const std::string kept = dir_ / "src/kept";
+  const std::string scratch = dir_ / "src/tmp/scratch";
+  for (const char* content : {"one", "two"}) {
+    for (const auto& path : {kept, scratch}) {
+      write_file(path, content);
+      archive_file(path);
+    }
+  }
+  // A day later: the archive keeps the last two days whole, src/tmp nothing but its latest.
+  const std::string folder = dir_ / "src/tmp";
+  std::vector<std::string> args = {"forget", "--dry-run", "--json",
+                                   "--now=@" + std::to_string(std::time(nullptr) + 86400),
+                                   "--keep-within=172800", "--retention-timezone=UTC",
+                                   "--retention-folder=" + folder +
+                                       ": keep_within=0 keep_hourly=0 keep_daily=0 keep_weekly=0"};
+  std::string out;
+  std::string err;
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  const auto json = nlohmann::json::parse(out);
+  ASSERT_EQ(json["remove"].size(), 1u) << out;
+  EXPECT_EQ(json["remove"][0]["path"], escape_bytes(scratch));
+  EXPECT_EQ(json["remove"][0]["version"], 1);
+  ASSERT_EQ(json["folders"].size(), 1u) << out;
+  EXPECT_EQ(json["folders"][0]["folder"], escape_bytes(folder));
+  EXPECT_EQ(json["folders"][0]["policy"]["keep_daily"], 0);
+  EXPECT_EQ(json["policy"]["keep_within_s"], 172800);
+  args.erase(std::find(args.begin(), args.end(), "--json"));
+  ASSERT_EQ(run(args, &out, &err), 0) << err;
+  EXPECT_NE(out.find("policy of " + folder + ": every version of the last 0 s"),
+            std::string::npos)
+      << out;
+  // A bad entry is refused as the options are read (the message: config_test).
+  EXPECT_EQ(run({"forget", "--dry-run", "--retention-folder=" + folder + ": keep_dayly=1"}, &out,
+                &err),
+            2);
+}
+
 }  // namespace
 }  // namespace tw

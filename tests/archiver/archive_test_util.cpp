@@ -23,6 +23,16 @@
 
 namespace tw::archive::test {
 
+ScopedTimeZone::ScopedTimeZone(const char* zone) {
+  ::setenv("TZ", zone, 1);
+  ::tzset();
+}
+
+ScopedTimeZone::~ScopedTimeZone() {
+  ::unsetenv("TZ");
+  ::tzset();
+}
+
 TempDir::TempDir() {
   std::string pattern =
       (std::filesystem::temp_directory_path() / "tw-archive-test-XXXXXX").string();

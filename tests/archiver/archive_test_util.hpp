@@ -14,6 +14,16 @@
 
 namespace tw::archive::test {
 
+// The process's time zone (TZ, which retention's calendar reads) set to `zone` while the
+// object lives, and unset after.
+class ScopedTimeZone {
+ public:
+  explicit ScopedTimeZone(const char* zone);
+  ScopedTimeZone(const ScopedTimeZone&) = delete;
+  ScopedTimeZone& operator=(const ScopedTimeZone&) = delete;
+  ~ScopedTimeZone();
+};
+
 // A mkdtemp directory, removed (after making it writable again) on destruction.
 class TempDir {
  public:

@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "archive/format2/catalog.hpp"
+#include "archive/format2/catalog_schema.hpp"
 #include "archive/format2/sqlite.hpp"
 #include "archive/sha256.hpp"
 #include "archive_test_util.hpp"
@@ -252,12 +255,13 @@ TEST(Catalog, ASchemaNewerThanThisReleaseIsRefusedAndLeftAsItIs) {
   {
     auto db = sqlite::Database::open(file, true);
     ASSERT_TRUE(db) << db.error();
-    ASSERT_TRUE(db->exec("PRAGMA user_version = 5"));
+    ASSERT_TRUE(db->exec(fmt::format("PRAGMA user_version = {}", kCatalogSchema + 1).c_str()));
   }
   for (const OpenMode mode : {OpenMode::ReadOnly, OpenMode::ReadWrite}) {
     auto catalog = Catalog::open(file, mode);
     ASSERT_FALSE(catalog);
-    EXPECT_NE(catalog.error().find("schema version 5, newer than this release reads (4)"),
+    EXPECT_NE(catalog.error().find(fmt::format("schema version {}, newer than this release reads ({})",
+                                               kCatalogSchema + 1, kCatalogSchema)),
               std::string::npos)
         << catalog.error();
   }
@@ -265,7 +269,7 @@ TEST(Catalog, ASchemaNewerThanThisReleaseIsRefusedAndLeftAsItIs) {
   ASSERT_TRUE(db) << db.error();
   auto version = db->user_version();
   ASSERT_TRUE(version) << version.error();
-  EXPECT_EQ(*version, 5);
+  EXPECT_EQ(*version, kCatalogSchema + 1);
 }
 
 // The SQLite layer's write transaction is rolled back when it ends before its commit.

@@ -66,6 +66,14 @@ class CrashTest : public ::testing::Test {
     EXPECT_TRUE(report.ok()) << context << ":\n" << problems;
   }
 
+  // Whether the archive is not made yet, or its catalog not set up: what a kill while the
+  // archiver was making it may leave until the next writer makes or sets it up.
+  bool archive_not_made() {
+    if (!std::filesystem::exists(archive_ + "/FORMAT")) return true;
+    auto store = Store::open(archive_, Store::Mode::ReadOnly);
+    return !store && store.error().find("not set up yet") != std::string::npos;
+  }
+
   std::uint64_t versions_with(const std::string& path, const std::string& digest) {
     auto store = Store::open(archive_, Store::Mode::ReadOnly);
     if (!store) return 0;
@@ -187,10 +195,7 @@ TEST_F(CrashTest, KillAtEveryWriteStepOfADirectoryMove) {
 
 TEST_F(CrashTest, KillAtRandomMomentsWhileArchivingLargeFiles) {
   extra_args_ = {"--compression-threads=2"};  // 6 MiB files: compressed by threads
-  // The archive exists before the first kill: a kill while it is being made leaves a
-  // catalog without tables until the next writer sets it up, which is
-  // KillAtEveryWriteStepOfCreatingTheArchive's case (checked after that next writer).
-  ASSERT_TRUE(Store::open(archive_, Store::Mode::ReadWrite));
+  // No archive before the first round: its archiver makes it, and the kill may land then.
   std::mt19937_64 random(20261122);
   const std::string path = dir_ / "src/large file";
   int killed_mid_request = 0;
@@ -210,10 +215,19 @@ TEST_F(CrashTest, KillAtRandomMomentsWhileArchivingLargeFiles) {
       archiver.kill(SIGKILL);
       if (archiver.wait() == 128 + SIGKILL && !archiver.read_line(0ms)) ++killed_mid_request;
     }
-    expect_sound_archive(fmt::format("round {}", round));
+    // A kill while the archive was being made (only the first round's archiver makes it)
+    // may leave no archive, or a catalog without tables, which readers refuse until the
+    // next writer sets it up: that round alone is checked after the next writer, as
+    // KillAtEveryWriteStepOfCreatingTheArchive checks every kill. Every other round is
+    // checked as the kill left it.
+    const bool check_later = round == 0 && archive_not_made();
+    if (!check_later) expect_sound_archive(fmt::format("round {}", round));
     const auto response = run_once(request, 0);
     ASSERT_TRUE(response);
     EXPECT_EQ(fields(*response)[1], "COMPLETE") << *response;
+    if (check_later) {
+      expect_sound_archive("round 0, killed while making the archive, after the next writer");
+    }
     EXPECT_EQ(versions_with(path, sha256_hex(content)), 1u) << "round " << round;
   }
   EXPECT_GT(killed_mid_request, 5) << "the kills should mostly land during the work";

@@ -243,5 +243,58 @@ TEST_F(RetentionTest, EveryKeptInstantSeesTheSameStateAfterRemoval) {
   }
 }
 
+// A folder's own policy takes the archive's values for the keys its entry leaves out, and
+// the deepest folder holding a path gives that path's policy.
+TEST_F(RetentionTest, AFoldersPolicyFillsInTheArchivesAndTheDeepestWins) {
+  Config config;
+  config.keep_daily = 9;
+  config.retention_folder = {"/srv: keep_daily=2", "/srv/db: keep_within=1h keep_hourly=0"};
+  auto policies = retention_policies(config);
+  ASSERT_TRUE(policies) << policies.error();
+  EXPECT_EQ(policies->of("/home/a").keep_daily, 9);
+  EXPECT_EQ(policies->of("/srv").keep_daily, 2);
+  EXPECT_EQ(policies->of("/srv/x").keep_daily, 2);
+  EXPECT_EQ(policies->of("/srvx").keep_daily, 9) << "a folder holds its own components only";
+  const RetentionPolicy& db = policies->of("/srv/db/table");
+  EXPECT_EQ(db.keep_within_ns, kHour);
+  EXPECT_EQ(db.keep_hourly, 0);
+  EXPECT_EQ(db.keep_daily, 9) << "left out: the archive's value, not the parent folder's";
+  config.retention_folder = {"/srv: keep_daily=2", "/srv/: keep_daily=3"};
+  auto twice = retention_policies(config);
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().find("retention_folder: /srv has two entries"), std::string::npos)
+      << twice.error();
+}
+
+// Kept moments scope by scope: a folder recorded once stays a scope, and a scope that one
+// side lacks takes that side's moments for the folder.
+TEST_F(RetentionTest, ScopesKeepWhatBothSidesKeepForEachFolder) {
+  zone("UTC");
+  const std::int64_t now = at("2026-11-26T10:30:00Z");
+  RetentionPolicies wide(only(0, 10, 0));
+  RetentionPolicies narrow(only(0, 10, 0));
+  narrow.folders.emplace_back("/srv/tmp", only(0, 2, 0));
+  const KeptScopes first = kept_moments(narrow, now);
+  EXPECT_EQ(first.scope_of("/srv/tmp/a"), "/srv/tmp");
+  EXPECT_EQ(first.scope_of("/srv/tmpx"), "");
+  EXPECT_EQ(first.folders_within("/srv"), std::vector<std::string_view>{"/srv/tmp"});
+  EXPECT_TRUE(first.folders_within("/srv/tmp").empty());
+  const std::int64_t five_days_ago = at("2026-11-21T00:00:00Z");
+  EXPECT_TRUE(first.of("/srv/a").contains(five_days_ago));
+  EXPECT_FALSE(first.of("/srv/tmp/a").contains(five_days_ago));
+  // The folder's entry goes from the configuration: what its policy thinned stays thinned.
+  const KeptScopes later = kept_moments(wide, now + kDay).intersect(first);
+  ASSERT_TRUE(later.folders.contains("/srv/tmp"));
+  EXPECT_FALSE(later.of("/srv/tmp/a").contains(five_days_ago));
+  EXPECT_TRUE(later.of("/srv/a").contains(five_days_ago));
+  // A folder that gets a policy of its own later starts from what the archive kept.
+  RetentionPolicies long_folder(only(0, 2, 0));
+  long_folder.folders.emplace_back("/srv/keep", only(0, 30, 0));
+  const KeptScopes thinned = kept_moments(RetentionPolicies(only(0, 2, 0)), now);
+  const KeptScopes again = kept_moments(long_folder, now).intersect(thinned);
+  EXPECT_FALSE(again.of("/srv/keep/a").contains(five_days_ago));
+  EXPECT_TRUE(again.of("/srv/keep/a").contains(at("2026-11-26T00:00:00Z")));
+}
+
 }  // namespace
 }  // namespace tw::archive

@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/config.hpp"
+#include "common/folder_policy.hpp"
 
 #include <gtest/gtest.h>
 
@@ -94,6 +95,48 @@ TEST(Config, BadValuesNameTheKeyAndWhatIsAllowed) {
   p = parse({"--config", (dir / "tw.toml").string()});
   EXPECT_EQ(p.code, 2);
   EXPECT_NE(p.err.find("batch"), std::string::npos) << p.err;
+}
+
+// A folder's own policy: "FOLDER: key=value ...", each mistake named with the key.
+TEST(Config, AFolderPolicyIsCheckedWhenRead) {
+  const auto p = parse({"--retention-folder", "/srv/db: keep_within=36h keep_daily=7",
+                        "--retention-folder=/var/log/: keep_weekly=0"});
+  ASSERT_EQ(p.code, -1) << p.err;
+  ASSERT_EQ(p.config.retention_folder.size(), 2u);
+  auto db = parse_folder_policy(p.config.retention_folder[0]);
+  ASSERT_TRUE(db) << db.error();
+  EXPECT_EQ(db->folder, "/srv/db");
+  EXPECT_EQ(db->keep_within, 36 * 3600.0);
+  EXPECT_EQ(db->keep_daily, 7);
+  EXPECT_FALSE(db->keep_hourly);
+  auto log = parse_folder_policy(p.config.retention_folder[1]);
+  ASSERT_TRUE(log) << log.error();
+  EXPECT_EQ(log->folder, "/var/log") << "no trailing slash";
+  EXPECT_EQ(log->keep_weekly, 0);
+  // A colon inside the folder's name is part of the name: the keys follow the last one.
+  auto colon = parse_folder_policy("/srv/a:b: keep_yearly=2");
+  ASSERT_TRUE(colon) << colon.error();
+  EXPECT_EQ(colon->folder, "/srv/a:b");
+
+  for (const auto& [entry, says] : std::vector<std::pair<std::string, std::string>>{
+           {"/srv/db keep_daily=7", "not 'FOLDER: keep_daily=7"},
+           {"srv/db: keep_daily=7", "absolute folder"},
+           {"/srv/db:", "names no keep_* key"},
+           {"/srv/db: keep_dayly=7", "unknown key 'keep_dayly'"},
+           {"/srv/db: keep_daily=-1", "keep_daily=-1 is not a whole number"},
+           {"/srv/db: keep_daily=7 keep_daily=8", "keep_daily is given twice"},
+           {"/srv/db: keep_within=3y", "keep_within=3y is not a time"},
+           {"/srv/db: keep_daily", "'keep_daily' is not key=value"}}) {
+    const auto bad = parse({"--retention-folder", entry});
+    EXPECT_EQ(bad.code, 2) << entry;
+    EXPECT_NE(bad.err.find("retention"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find(says), std::string::npos) << entry << ": " << bad.err;
+  }
+  test::TempDir dir;
+  test::write_file(dir / "tw.toml", "retention_folder = [\"/srv: keep_hourly=x\"]\n");
+  const auto file = parse({"--config", (dir / "tw.toml").string()});
+  EXPECT_EQ(file.code, 2);
+  EXPECT_NE(file.err.find("keep_hourly=x"), std::string::npos) << file.err;
 }
 
 TEST(Config, CompressionKeys) {
@@ -328,6 +371,7 @@ Config changed_config() {
         field = "/srv/a b";
       } else if constexpr (std::same_as<K, ListKey>) {
         field = {"/x", "/y z"};
+        if (k.check != nullptr) field = {"/x: keep_daily=3", "/y z: keep_within=7200, keep_hourly=2"};
       } else if constexpr (std::same_as<K, SwitchKey>) {
         field = !field;
       } else if constexpr (std::same_as<K, ChoiceKey>) {

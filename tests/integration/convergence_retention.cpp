@@ -36,6 +36,17 @@ std::string local_text(std::int64_t ns) {
   return text;
 }
 
+archive::RetentionPolicy folder_policy_of(const RetentionSettings& s) {
+  archive::RetentionPolicy p;
+  p.keep_within_ns = static_cast<std::int64_t>(s.folder_keep_within * 1e9);
+  p.keep_hourly = s.folder_keep_hourly;
+  p.keep_daily = s.folder_keep_daily;
+  p.keep_weekly = 0;
+  p.keep_monthly = 0;
+  p.keep_yearly = 0;
+  return p;
+}
+
 archive::RetentionPolicy policy_of(const RetentionSettings& s) {
   archive::RetentionPolicy p;
   p.keep_within_ns = static_cast<std::int64_t>(s.keep_within * 1e9);
@@ -89,13 +100,23 @@ void Retention::set_offset(std::int64_t offset_ns) {
 }
 
 std::vector<std::string> Retention::policy_args() const {
-  return {"--retention-timezone=" + settings_.timezone,
-          fmt::format("--keep-within={}", settings_.keep_within),
-          fmt::format("--keep-hourly={}", settings_.keep_hourly),
-          fmt::format("--keep-daily={}", settings_.keep_daily),
-          fmt::format("--keep-weekly={}", settings_.keep_weekly),
-          "--keep-monthly=0",
-          "--keep-yearly=0"};
+  std::vector<std::string> args;
+  if (!settings_.folder.empty()) {
+    args.push_back(fmt::format(
+        "--retention-folder={}: keep_within={} keep_hourly={} keep_daily={} keep_weekly=0",
+        settings_.folder, settings_.folder_keep_within, settings_.folder_keep_hourly,
+        settings_.folder_keep_daily));
+  }
+  const std::vector<std::string> archive_keys = {
+      "--retention-timezone=" + settings_.timezone,
+      fmt::format("--keep-within={}", settings_.keep_within),
+      fmt::format("--keep-hourly={}", settings_.keep_hourly),
+      fmt::format("--keep-daily={}", settings_.keep_daily),
+      fmt::format("--keep-weekly={}", settings_.keep_weekly),
+      "--keep-monthly=0",
+      "--keep-yearly=0"};
+  args.insert(args.end(), archive_keys.begin(), archive_keys.end());
+  return args;
 }
 
 void Retention::start(bool forget) {
@@ -240,6 +261,14 @@ bool Retention::finish(std::string& why) {
 
 bool Retention::must_keep(std::int64_t at_ns) const {
   const auto policy = policy_of(settings_);
+  for (const auto at : forget_nows_) {
+    if (!archive::kept_moments(policy, at).contains(at_ns)) return false;
+  }
+  return true;
+}
+
+bool Retention::must_keep_in_folder(std::int64_t at_ns) const {
+  const auto policy = folder_policy_of(settings_);
   for (const auto at : forget_nows_) {
     if (!archive::kept_moments(policy, at).contains(at_ns)) return false;
   }

@@ -38,6 +38,12 @@ struct RetentionSettings {
   int keep_hourly = 6;
   int keep_daily = 7;
   int keep_weekly = 3;
+  // A folder of the sources with a thinner policy of its own (retention_folder; empty:
+  // none): its paths keep the moments of the last 10 minutes, 2 full hours and 2 midnights.
+  std::string folder;
+  double folder_keep_within = 600;  // seconds
+  int folder_keep_hourly = 2;
+  int folder_keep_daily = 2;
   double forget_chance = 0.3;  // per burst: a forget (which collects afterwards) starts
   double gc_chance = 0.1;      // per burst: a collection alone starts
   bool kill = false;           // SIGKILL a running forget or gc now and then (a fault)
@@ -66,8 +72,11 @@ class Retention {
   // must succeed. False (and the reason in `why`) when one failed.
   bool finish(std::string& why);
 
-  // Whether every forget started so far keeps `at_ns`.
+  // Whether every forget started so far keeps `at_ns`: for the archive's scope, and for
+  // the folder with a policy of its own.
   bool must_keep(std::int64_t at_ns) const;
+  bool must_keep_in_folder(std::int64_t at_ns) const;
+  const std::string& folder() const { return settings_.folder; }
   // "policy ...; N forgets (K killed), M collections (L killed), R versions removed".
   std::string summary() const;
   // The policy as `timewarp forget` flags.
