@@ -47,25 +47,15 @@ void add_boundaries(Unit unit, int count, std::int64_t now_ns, std::vector<std::
   if (unit == Unit::Week) start.tm_mday -= (start.tm_wday + 6) % 7;  // back to Monday
   if (unit == Unit::Month || unit == Unit::Year) start.tm_mday = 1;
   if (unit == Unit::Year) start.tm_mon = 0;
+  // Each boundary back is one step of a field of the calendar (a week: 7 days).
+  int std::tm::*const field = unit == Unit::Hour    ? &std::tm::tm_hour
+                              : unit == Unit::Month ? &std::tm::tm_mon
+                              : unit == Unit::Year  ? &std::tm::tm_year
+                                                    : &std::tm::tm_mday;
+  const int step = unit == Unit::Week ? 7 : 1;
   for (int i = 0; i < count; ++i) {
     std::tm fields = start;
-    switch (unit) {
-      case Unit::Hour:
-        fields.tm_hour -= i;
-        break;
-      case Unit::Day:
-        fields.tm_mday -= i;
-        break;
-      case Unit::Week:
-        fields.tm_mday -= 7 * i;
-        break;
-      case Unit::Month:
-        fields.tm_mon -= i;
-        break;
-      case Unit::Year:
-        fields.tm_year -= i;
-        break;
-    }
+    fields.*field -= step * i;
     out.push_back(local_instant(fields));
   }
 }
