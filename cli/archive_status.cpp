@@ -43,6 +43,22 @@ std::string read_into(const Config& config, ArchiveStatus& out, std::int64_t now
 
 }  // namespace
 
+nlohmann::json collection_json(const archive::CollectReport& r) {
+  return {{"collection", r.collection},
+          {"blobs", r.blobs},
+          {"blobs_condemned", r.blobs_condemned},
+          {"blobs_removed", r.blobs_swept},
+          {"bytes_removed", r.bytes_swept},
+          {"packs_deleted", r.packs_deleted},
+          {"packs_rewritten", r.packs_rewritten},
+          {"packs_truncated", r.packs_truncated},
+          {"packs_busy", r.packs_busy},
+          {"bytes_copied", r.bytes_copied},
+          {"bytes_reclaimed", r.bytes_reclaimed},
+          {"catalog_bytes_reclaimed", r.catalog_bytes_reclaimed},
+          {"seconds", static_cast<double>(r.finished_ns - r.started_ns) / 1e9}};
+}
+
 ArchiveStatus read_archive_status(const Config& config) {
   ArchiveStatus out;
   out.root = config.backup_root;

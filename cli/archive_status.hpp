@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "archive/types.hpp"
 #include "common/config.hpp"
 
@@ -36,6 +38,9 @@ struct ArchiveStatus {
 // Reads the archive at config.backup_root (which must be set) with the configuration's
 // retention policy and time zone; a failure is kept in `error`, never thrown.
 ArchiveStatus read_archive_status(const Config& config);
+
+// A collection's figures as `gc --json`, `forget --json` and `status --json` give them.
+nlohmann::json collection_json(const archive::CollectReport& r);
 
 // "512 bytes", "1.5 KiB", "12.0 MiB", "1.2 GiB": binary units, one decimal.
 std::string bytes_text(std::uint64_t bytes);

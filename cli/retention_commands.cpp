@@ -142,22 +142,6 @@ nlohmann::json report_json(const Config& config, const ar::RetentionPolicies& po
   return out;
 }
 
-nlohmann::json collect_json(const ar::CollectReport& r) {
-  return {{"collection", r.collection},
-          {"blobs", r.blobs},
-          {"blobs_condemned", r.blobs_condemned},
-          {"blobs_removed", r.blobs_swept},
-          {"bytes_removed", r.bytes_swept},
-          {"packs_deleted", r.packs_deleted},
-          {"packs_rewritten", r.packs_rewritten},
-          {"packs_truncated", r.packs_truncated},
-          {"packs_busy", r.packs_busy},
-          {"bytes_copied", r.bytes_copied},
-          {"bytes_reclaimed", r.bytes_reclaimed},
-          {"catalog_bytes_reclaimed", r.catalog_bytes_reclaimed},
-          {"seconds", static_cast<double>(r.finished_ns - r.started_ns) / 1e9}};
-}
-
 std::string collect_text(const ar::CollectReport& r) {
   return fmt::format(
       "collection {}: {} blobs, {} removed ({} bytes), {} condemned (removed by the next "
@@ -266,7 +250,7 @@ int run_forget(const Config& config, const ForgetArgs& args) {
   if (args.json) {
     auto out = report_json(config, *policies, report, removals, space, now_ns);
     if (args.summary) out.erase("remove");
-    if (collected) out["collection"] = collect_json(*collected);
+    if (collected) out["collection"] = cli::collection_json(*collected);
     std::cout << out.dump(2) << "\n";
   } else {
     print_human(config, *policies, report, removals, space, now_ns, args.dry_run);
@@ -290,7 +274,7 @@ int run_gc(const Config& config, const GcArgs& args) {
   auto report = store->collect(options);
   if (!report) return fail("gc", report.error(), 1);
   if (args.json) {
-    std::cout << collect_json(*report).dump(2) << "\n";
+    std::cout << cli::collection_json(*report).dump(2) << "\n";
   } else {
     std::cout << collect_text(*report);
   }
@@ -353,7 +337,7 @@ int run_purge(const Config& config, const PurgeArgs& args) {
                           {"blobs", report->blobs},
                           {"packs", report->packs},
                           {"still_on_disk", still_there}};
-    if (collected) out["collection"] = collect_json(*collected);
+    if (collected) out["collection"] = cli::collection_json(*collected);
     std::cout << out.dump(2) << "\n";
   } else {
     std::cout << fmt::format(

@@ -358,13 +358,10 @@ Json archive_json(const ArchiveStatus& archive, double age) {
                       {"bytes_freed", s && s->freed_bytes ? Json(*s->freed_bytes) : Json(nullptr)}};
   Json last = nullptr;
   if (const auto& c = archive.last_collection) {
-    last = Json{{"collection", c->collection},
-                {"finished_at", archive.collection_finished_at},
-                {"age_seconds", archive.collection_age + age},
-                {"seconds", static_cast<double>(c->finished_ns - c->started_ns) / 1e9},
-                {"blobs_removed", c->blobs_swept},
-                {"bytes_removed", c->bytes_swept},
-                {"bytes_reclaimed", c->bytes_reclaimed}};
+    // Its figures as `gc --json` gives them, and when it finished.
+    last = collection_json(*c);
+    last["finished_at"] = archive.collection_finished_at;
+    last["age_seconds"] = archive.collection_age + age;
   }
   doc["last_collection"] = std::move(last);
   return doc;
