@@ -2,6 +2,7 @@
 
 #include <array>
 #include <chrono>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -43,20 +44,25 @@ std::string read_into(const Config& config, ArchiveStatus& out, std::int64_t now
 
 }  // namespace
 
+// The collection's counts, by the names its JSON gives them.
+constexpr std::pair<const char*, std::uint64_t archive::CollectReport::*> kCollectionCounts[] = {
+    {"blobs", &archive::CollectReport::blobs},
+    {"blobs_condemned", &archive::CollectReport::blobs_condemned},
+    {"blobs_removed", &archive::CollectReport::blobs_swept},
+    {"bytes_removed", &archive::CollectReport::bytes_swept},
+    {"packs_deleted", &archive::CollectReport::packs_deleted},
+    {"packs_rewritten", &archive::CollectReport::packs_rewritten},
+    {"packs_truncated", &archive::CollectReport::packs_truncated},
+    {"packs_busy", &archive::CollectReport::packs_busy},
+    {"bytes_copied", &archive::CollectReport::bytes_copied},
+    {"bytes_reclaimed", &archive::CollectReport::bytes_reclaimed},
+    {"catalog_bytes_reclaimed", &archive::CollectReport::catalog_bytes_reclaimed}};
+
 nlohmann::json collection_json(const archive::CollectReport& r) {
-  return {{"collection", r.collection},
-          {"blobs", r.blobs},
-          {"blobs_condemned", r.blobs_condemned},
-          {"blobs_removed", r.blobs_swept},
-          {"bytes_removed", r.bytes_swept},
-          {"packs_deleted", r.packs_deleted},
-          {"packs_rewritten", r.packs_rewritten},
-          {"packs_truncated", r.packs_truncated},
-          {"packs_busy", r.packs_busy},
-          {"bytes_copied", r.bytes_copied},
-          {"bytes_reclaimed", r.bytes_reclaimed},
-          {"catalog_bytes_reclaimed", r.catalog_bytes_reclaimed},
-          {"seconds", static_cast<double>(r.finished_ns - r.started_ns) / 1e9}};
+  nlohmann::json out = {{"collection", r.collection},
+                        {"seconds", static_cast<double>(r.finished_ns - r.started_ns) / 1e9}};
+  for (const auto& [name, count] : kCollectionCounts) out[name] = r.*count;
+  return out;
 }
 
 ArchiveStatus read_archive_status(const Config& config) {
