@@ -101,10 +101,12 @@ class Catalog {
   // rows beneath `dir` whose name cannot be a file's.
   Expected<std::vector<std::string>> paths_within(std::string_view dir,
                                                   std::vector<LostPart>* bad = nullptr) const;
-  // Every path with a history, sorted (for verify).
+  // Every path with a history, sorted (for verify), from one snapshot.
   Expected<std::vector<std::string>> archived_paths() const;
   // Verify's look at the tree: every part of it no path reaches, from one snapshot; `each`
-  // gets every version there, with its path shown from its part ("<node 12>/sub/y").
+  // gets every version there, with its path shown from its part ("<node 12>/sub/y"). When
+  // the catalog is as archived_paths() last saw it, and that walk reached every row and
+  // every history's row, no query looks further.
   Expected<std::vector<LostPart>> lost_parts(
       const std::function<void(const std::string&, const Version&)>& each) const;
   // A restore's: the rows (and versions) whose parent (or node) names no row and the
@@ -190,8 +192,6 @@ class Catalog {
  private:
   struct Impl;
   explicit Catalog(std::unique_ptr<Impl> impl);
-  Expected<std::vector<std::string>> subtree(std::string_view dir, bool archived_only,
-                                             std::vector<LostPart>* bad) const;
   Expected<std::vector<LostPart>> lost(
       bool whole, const std::function<void(const std::string&, const Version&)>* each) const;
   std::unique_ptr<Impl> impl_;

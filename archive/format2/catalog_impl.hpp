@@ -35,6 +35,16 @@ namespace tw::archive {
 using sqlite::bind_bytes;
 using sqlite::column_bytes;
 
+// What the last walk of the whole tree (archived_paths, catalog_structure.cpp) saw, and of
+// which state of the catalog: while nothing changed it, verify's look for lost parts needs
+// no walk of its own.
+struct TreeSeen {
+  std::int64_t data_version = 0;  // PRAGMA data_version: other connections' commits
+  std::int64_t own_changes = 0;   // sqlite3_total_changes64: this connection's
+  bool whole = false;             // every row, and every history's row, was reached
+  std::vector<LostPart> bad;      // the rows reached whose name cannot be a file's
+};
+
 struct Catalog::Impl {
   explicit Impl(sqlite::Database opened) : db(std::move(opened)) {}
 
@@ -43,6 +53,7 @@ struct Catalog::Impl {
   IdMemo node_ids, pack_ids;    // schema 2 and later
   bool writing = false;         // inside commit()'s transaction
   UniqueFd journal;             // writable: catalog.db-wal, for sync_journal()
+  std::optional<TreeSeen> tree_seen;
 
   std::string failure(std::string_view what) const { return db.failure(what); }
   Expected<sqlite::Cursor> statement(std::string_view sql) { return db.statement(sql); }

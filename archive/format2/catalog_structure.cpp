@@ -1,9 +1,12 @@
 // The tree of format 2's catalog (catalog.hpp): the paths beneath a directory, and the
 // parts of the tree that no path reaches (FORMAT.md, "Verify"): rows whose name cannot be
 // a file's, rows whose parent (or versions whose node) names no row, rows with no parent
-// besides the root, and loops of parents. Each is found by queries over the index by parent
-// (a walk from the root in SQL, then the rows it did not reach), never by holding the tree
-// in memory: what is held is the damage found.
+// besides the root, and loops of parents. A walk is one recursive query down the index by
+// parent, which stops at a name that cannot be a file's. Verify's walk from the root
+// (archived_paths) counts what it reached: when that is every row and every history's row,
+// and nothing changed since, no part is lost but the names it met. Else the other kinds are
+// found by their own queries (a walk from the root in SQL, then the rows it did not reach),
+// never by holding the tree in memory: what is held is the damage found.
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -23,9 +26,6 @@ namespace {
 
 using Each = std::function<void(const std::string&, const Version&)>;
 
-// More parents than a path can have components: a loop.
-constexpr std::size_t kMaxDepth = 4096;
-
 // Whether the name of row `n` can be a path component, in SQL: bytes (a look-up by path
 // compares bytes, so it never finds a name stored as text), not empty, not "." or "..", no
 // '/' and no NUL. Schema 1 keeps whole paths, not names: nothing to check.
@@ -36,16 +36,32 @@ std::string name_ok(int schema) {
 }
 
 // The rows beneath row ?1, in the columns Tree::beneath reads.
-std::string beneath_sql(int schema, bool with_history) {
-  const char* archived = with_history ? "EXISTS (SELECT 1 FROM versions WHERE node = n.id)" : "1";
+std::string beneath_sql(int schema) {
+  if (schema == 1) return "SELECT n.path, n.id, 1 FROM nodes n WHERE n.parent = ?1 ORDER BY n.path";
+  return fmt::format("SELECT n.name, n.id, {} FROM nodes n WHERE n.parent = ?1 ORDER BY n.name",
+                     name_ok(schema));
+}
+
+// A walk down from row ?1 (whose path is ?2; "" for the root, so that its children are
+// "/name"), in the columns Tree::walk reads: every row it reaches, with its path and
+// whether its name can be a file's; it goes on beneath those only. A row with a name that
+// cannot be a file's gets its raw name and whether that is text (looked up for those rows
+// only, not carried down the walk). It never comes back to row ?1, the only way a walk down
+// could meet a loop of parents, so it always ends. Schema 1 keeps whole paths.
+std::string walk_sql(int schema) {
   if (schema == 1) {
-    return fmt::format(
-        "SELECT n.path, n.id, {}, 1, 0 FROM nodes n WHERE n.parent = ?1 ORDER BY n.path", archived);
+    return "WITH RECURSIVE walk(id, path) AS (SELECT ?1, ?2 UNION ALL SELECT n.id, n.path FROM "
+           "nodes n JOIN walk w ON n.parent = w.id WHERE n.id IS NOT ?1) "
+           "SELECT id, path, 1, NULL, 0 FROM walk";
   }
   return fmt::format(
-      "SELECT n.name, n.id, {}, {}, typeof(n.name) = 'text' FROM nodes n WHERE n.parent = ?1 "
-      "ORDER BY n.name",
-      archived, name_ok(schema));
+      "WITH RECURSIVE walk(id, path, ok) AS (SELECT ?1, ?2, 1 UNION ALL SELECT n.id, "
+      "w.path || x'2f' || n.name, {} FROM nodes n JOIN walk w ON n.parent = w.id WHERE w.ok "
+      "AND n.id IS NOT ?1) "
+      "SELECT id, path, ok, CASE WHEN ok THEN NULL ELSE (SELECT name FROM nodes WHERE id = "
+      "w.id) END, CASE WHEN ok THEN 0 ELSE (SELECT typeof(name) = 'text' FROM nodes WHERE id = "
+      "w.id) END FROM walk w",
+      name_ok(schema));
 }
 
 // Rows whose parent names no row, and rows with no parent that are not the root (?1).
@@ -66,15 +82,25 @@ LostPart bad_name(std::int64_t node, std::string parent, std::string name, bool 
   return part;
 }
 
-// A row directly beneath a node, as a walk sees it.
+// A row directly beneath a node, as a listing sees it.
 struct Row {
   std::string path;  // its parent's path joined with its name (schema 1: the path it keeps)
-  std::string name;  // raw
   std::int64_t id = 0;
-  bool archived = true;  // it has a history (when asked; else true)
-  bool ok = true;        // its name can be a file's
-  bool text = false;     // its name is stored as text
+  bool ok = true;  // its name can be a file's
 };
+
+// How many rows a walk reached (with a name that cannot be a file's too), and how many of
+// them have a history (when asked).
+struct Walked {
+  std::uint64_t rows = 0;
+  std::uint64_t histories = 0;
+};
+
+// Where a row the walk reached at `path` lies: `path` without "/" and its `name`.
+std::string parent_of(const std::string& path, const std::string& name) {
+  if (path.size() <= name.size() + 1) return "/";
+  return path.substr(0, path.size() - name.size() - 1);
+}
 
 // The tree as one catalog connection reads it, in the catalog's schema; `root` is the row
 // of "/" (none in a catalog without rows).
@@ -84,44 +110,81 @@ class Tree {
       : db_(db),
         schema_(schema),
         root_(root),
-        beneath_sql_{beneath_sql(schema, false), beneath_sql(schema, true)} {}
+        beneath_sql_(beneath_sql(schema)),
+        walk_sql_(walk_sql(schema)) {}
 
   // The rows directly beneath row `id` (at `path`), sorted by name.
-  Expected<std::vector<Row>> beneath(std::int64_t id, std::string_view path, bool with_history) {
-    TRY_ASSIGN(auto s, db_.statement(beneath_sql_[with_history ? 1 : 0]));
+  Expected<std::vector<Row>> beneath(std::int64_t id, std::string_view path) {
+    TRY_ASSIGN(auto s, db_.statement(beneath_sql_));
     sqlite3_bind_int64(*s, 1, id);
     std::vector<Row> out;
     int rc;
     while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
-      std::string first = column_bytes(*s, 0);
-      Row row;
-      row.path = schema_ == 1 ? first : join_path(path, first);
-      row.name = schema_ == 1 ? base_name(first) : std::move(first);
-      row.id = sqlite3_column_int64(*s, 1);
-      row.archived = sqlite3_column_int(*s, 2) != 0;
-      row.ok = sqlite3_column_int(*s, 3) != 0;
-      row.text = sqlite3_column_int(*s, 4) != 0;
-      out.push_back(std::move(row));
+      const std::string first = column_bytes(*s, 0);
+      out.push_back({schema_ == 1 ? first : join_path(path, first), sqlite3_column_int64(*s, 1),
+                     sqlite3_column_int(*s, 2) != 0});
     }
     if (rc != SQLITE_DONE) return archive_fault(Error{db_.failure("listing paths")});
     return out;
   }
 
-  // `path` (row `id`) and every path beneath it, depth first; with `archived_only`, those
-  // with a history only. A row whose name cannot be a file's is left out with all beneath
-  // it, and given to `bad` (optional). Not sorted: a name may sort before its parent's '/'.
-  Done walk(std::int64_t id, const std::string& path, bool archived, bool archived_only,
-            std::vector<std::string>& out, std::vector<LostPart>* bad) {
-    if (archived || !archived_only) out.push_back(path);
-    TRY_ASSIGN(auto rows, beneath(id, path, archived_only));
-    for (auto& row : rows) {
-      if (row.ok) {
-        TRY(walk(row.id, row.path, row.archived, archived_only, out, bad));
+  // `path` (row `id`) and every path beneath it, from one query; with `histories` (the
+  // sorted ids of the rows with a history), those with a history only. A row whose name
+  // cannot be a file's is left out with all beneath it, and given to `bad` (optional). Not
+  // sorted.
+  Expected<Walked> walk(std::int64_t id, const std::string& path,
+                        const std::vector<std::int64_t>* histories, std::vector<std::string>& out,
+                        std::vector<LostPart>* bad) {
+    TRY_ASSIGN(auto s, db_.statement(walk_sql_));
+    sqlite3_bind_int64(*s, 1, id);
+    // (The literal "" binds an empty blob; a view without data would bind NULL.)
+    bind_bytes(*s, 2, schema_ != 1 && path == "/" ? std::string_view("") : std::string_view(path));
+    Walked walked;
+    int rc;
+    while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
+      const std::int64_t row = sqlite3_column_int64(*s, 0);
+      ++walked.rows;
+      const bool archived =
+          histories == nullptr || std::binary_search(histories->begin(), histories->end(), row);
+      if (histories != nullptr && archived) ++walked.histories;
+      if (sqlite3_column_int(*s, 2) != 0) {
+        if (archived) out.push_back(row == id ? path : column_bytes(*s, 1));
       } else if (bad != nullptr) {
-        bad->push_back(bad_name(row.id, path, std::move(row.name), row.text));
+        std::string name = column_bytes(*s, 3);
+        std::string parent = parent_of(column_bytes(*s, 1), name);
+        bad->push_back(
+            bad_name(row, std::move(parent), std::move(name), sqlite3_column_int(*s, 4) != 0));
       }
     }
-    return Ok{};
+    if (rc != SQLITE_DONE) return archive_fault(Error{db_.failure("listing paths")});
+    return walked;
+  }
+
+  // The ids of the rows with a history, sorted: one scan of the versions.
+  Expected<std::vector<std::int64_t>> histories() {
+    return ids("SELECT DISTINCT node FROM versions ORDER BY node");
+  }
+
+  // How many rows the tree has: one count of the index by parent.
+  Expected<std::uint64_t> rows() {
+    TRY_ASSIGN(const auto count, ids("SELECT count(*) FROM nodes"));
+    return static_cast<std::uint64_t>(count.at(0));
+  }
+
+  // The whole tree seen by one walk from the root: `out` gets the paths with a history (not
+  // sorted); the rows it met whose name cannot be a file's are the parts it returns. The
+  // rows with a history are read first and the rows counted last, so a walk inside one
+  // snapshot knows whether it reached them all.
+  Expected<TreeSeen> look(std::vector<std::string>& out) {
+    TRY_ASSIGN(const std::vector<std::int64_t> with_history, histories());
+    TreeSeen seen;
+    Walked walked;
+    if (root_) {
+      TRY_ASSIGN(walked, walk(*root_, "/", &with_history, out, &seen.bad));
+    }
+    TRY_ASSIGN(const std::uint64_t all, rows());
+    seen.whole = all == walked.rows && walked.histories == with_history.size();
+    return seen;
   }
 
   // Counts the paths with a history at and beneath `part` and finds the first of them;
@@ -150,33 +213,6 @@ class Tree {
       if (each != nullptr) (*each)(path, read_version(*s));
     }
     if (rc != SQLITE_DONE) return archive_fault(Error{db_.failure("reading a lost part")});
-    return Ok{};
-  }
-
-  // The rows whose name cannot be a file's while their parents' names reach the root (those
-  // beneath a lost part are in it).
-  Done bad_names(std::vector<LostPart>& parts) {
-    if (schema_ == 1) return Ok{};
-    std::vector<std::pair<std::int64_t, LostPart>> found;  // with the parent's id
-    {
-      TRY_ASSIGN(auto s, db_.statement(fmt::format(
-                             "SELECT n.id, n.parent, n.name, typeof(n.name) = 'text' FROM nodes "
-                             "n WHERE n.parent IS NOT NULL AND NOT {}",
-                             name_ok(schema_))));
-      int rc;
-      while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
-        found.emplace_back(sqlite3_column_int64(*s, 1),
-                           bad_name(sqlite3_column_int64(*s, 0), std::string(), column_bytes(*s, 2),
-                                    sqlite3_column_int(*s, 3) != 0));
-      }
-      if (rc != SQLITE_DONE) return archive_fault(Error{db_.failure("reading names")});
-    }
-    for (auto& [parent_id, part] : found) {
-      TRY_ASSIGN(auto parent, path_of(parent_id));
-      if (!parent) continue;
-      part.parent = std::move(*parent);
-      parts.push_back(std::move(part));
-    }
     return Ok{};
   }
 
@@ -237,36 +273,11 @@ class Tree {
     return out;
   }
 
-  // The path of row `id` when its parents reach the root by names that can be files', else
-  // none. One look-up per component.
-  Expected<std::optional<std::string>> path_of(std::int64_t id) {
-    const std::string sql =
-        fmt::format("SELECT n.parent, n.name, {} FROM nodes n WHERE n.id = ?1", name_ok(schema_));
-    std::vector<std::string> names;
-    while (!root_ || id != *root_) {
-      if (names.size() >= kMaxDepth) return std::optional<std::string>();  // a loop
-      TRY_ASSIGN(auto s, db_.statement(sql));
-      sqlite3_bind_int64(*s, 1, id);
-      const int rc = sqlite3_step(*s);
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        return archive_fault(Error{db_.failure("reading the tree")});
-      }
-      if (rc == SQLITE_DONE || sqlite3_column_type(*s, 0) == SQLITE_NULL ||
-          sqlite3_column_int(*s, 2) == 0) {
-        return std::optional<std::string>();
-      }
-      names.push_back(column_bytes(*s, 1));
-      id = sqlite3_column_int64(*s, 0);
-    }
-    std::string path = "/";
-    for (auto it = names.rbegin(); it != names.rend(); ++it) path = join_path(path, *it);
-    return std::optional<std::string>(std::move(path));
-  }
-
   sqlite::Database& db_;
   int schema_;
   std::optional<std::int64_t> root_;
-  std::string beneath_sql_[2];  // [with_history]: a walk lists every row with one of them
+  std::string beneath_sql_;
+  std::string walk_sql_;
 };
 
 // The loops of parents: the rows that neither the walk from the root reaches nor lie beneath
@@ -328,6 +339,16 @@ Done Tree::loops(std::vector<LostPart>& parts) {
   return Ok{};
 }
 
+// Which state of the catalog this connection reads (in a transaction: its snapshot's).
+Expected<TreeSeen> seen_now(sqlite::Database& db) {
+  TRY_ASSIGN(auto s, db.statement("PRAGMA data_version"));
+  if (sqlite3_step(*s) != SQLITE_ROW) return archive_fault(Error{db.failure("reading the tree")});
+  TreeSeen seen;
+  seen.data_version = sqlite3_column_int64(*s, 0);
+  seen.own_changes = sqlite3_total_changes64(db.handle());
+  return seen;
+}
+
 std::string archived_text(std::uint64_t n) {
   return fmt::format("{} archived path{}", n, n == 1 ? "" : "s");
 }
@@ -371,7 +392,7 @@ Expected<std::vector<std::string>> Catalog::children(std::string_view dir) const
     std::vector<std::string> out;
     if (!node) return out;
     Tree tree(impl_->db, impl_->schema, std::nullopt);
-    TRY_ASSIGN(auto rows, tree.beneath(*node, dir, false));
+    TRY_ASSIGN(auto rows, tree.beneath(*node, dir));
     for (auto& row : rows) {
       if (row.ok) out.push_back(std::move(row.path));
     }
@@ -379,27 +400,15 @@ Expected<std::vector<std::string>> Catalog::children(std::string_view dir) const
   });
 }
 
-// `dir`'s subtree (the whole tree from "/"), sorted by path; `archived_only`: the paths
-// with a history.
-Expected<std::vector<std::string>> Catalog::subtree(std::string_view dir, bool archived_only,
-                                                    std::vector<LostPart>* bad) const {
+Expected<std::vector<std::string>> Catalog::paths_within(std::string_view dir,
+                                                         std::vector<LostPart>* bad) const {
   return impl_->read([&]() -> Expected<std::vector<std::string>> {
     std::vector<std::string> out;
     if (bad != nullptr) bad->clear();  // read again when the schema changed
     TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(dir));
     if (!node) return out;
-    bool archived = true;
-    if (archived_only) {
-      TRY_ASSIGN(auto s,
-                 impl_->statement("SELECT EXISTS (SELECT 1 FROM versions WHERE node = ?1)"));
-      sqlite3_bind_int64(*s, 1, *node);
-      if (sqlite3_step(*s) != SQLITE_ROW) {
-        return archive_fault(Error{impl_->failure("reading a history")});
-      }
-      archived = sqlite3_column_int(*s, 0) != 0;
-    }
     Tree tree(impl_->db, impl_->schema, std::nullopt);
-    TRY(tree.walk(*node, std::string(dir), archived, archived_only, out, bad));
+    TRY(tree.walk(*node, std::string(dir), nullptr, out, bad));
     if (bad != nullptr) {
       for (auto& part : *bad) TRY(tree.measure(part, nullptr));
     }
@@ -408,13 +417,28 @@ Expected<std::vector<std::string>> Catalog::subtree(std::string_view dir, bool a
   });
 }
 
+// From one snapshot: the rows with a history, one walk down from the root, and how many rows
+// there are. What the walk saw is kept for verify's look for lost parts (lost()).
 Expected<std::vector<std::string>> Catalog::archived_paths() const {
-  return subtree("/", true, nullptr);
-}
-
-Expected<std::vector<std::string>> Catalog::paths_within(std::string_view dir,
-                                                         std::vector<LostPart>* bad) const {
-  return subtree(dir, false, bad);
+  return impl_->read([&]() -> Expected<std::vector<std::string>> {
+    impl_->tree_seen.reset();
+    // (Inside a transaction already, its snapshot is the one read.)
+    const bool own = sqlite3_get_autocommit(impl_->db.handle()) != 0;
+    if (own) TRY(impl_->db.exec("BEGIN"));
+    Defer end([&] {
+      if (own) (void)impl_->db.exec("COMMIT");
+    });
+    TRY_ASSIGN(const TreeSeen now, seen_now(impl_->db));
+    TRY_ASSIGN(const std::optional<std::int64_t> root, impl_->node_of("/"));
+    Tree tree(impl_->db, impl_->schema, root);
+    std::vector<std::string> out;
+    TRY_ASSIGN(TreeSeen seen, tree.look(out));
+    seen.data_version = now.data_version;
+    seen.own_changes = now.own_changes;
+    impl_->tree_seen = std::move(seen);
+    std::sort(out.begin(), out.end());
+    return out;
+  });
 }
 
 Expected<std::vector<LostPart>> Catalog::lost_parts(const Each& each) const {
@@ -429,13 +453,31 @@ Expected<std::vector<LostPart>> Catalog::lost(bool whole, const Each* each) cons
   return impl_->read([&]() -> Expected<std::vector<LostPart>> {
     TRY(impl_->db.exec("BEGIN"));
     Defer end([&] { (void)impl_->db.exec("COMMIT"); });
+    TRY_ASSIGN(const TreeSeen now, seen_now(impl_->db));
     TRY_ASSIGN(const std::optional<std::int64_t> root, impl_->node_of("/"));
     Tree tree(impl_->db, impl_->schema, root);
     std::vector<LostPart> parts;
-    if (whole) TRY(tree.bad_names(parts));
-    TRY(tree.lost_rows(parts));
-    TRY(tree.parentless(parts));
-    if (whole) TRY(tree.loops(parts));
+    bool reached_all = false;
+    if (whole) {
+      // The walk verify made before (archived_paths) while the catalog is as it saw it, else
+      // one in this snapshot. When it reached every row and every history's row, nothing is
+      // lost but the names it met, and no query looks further.
+      const std::optional<TreeSeen>& last = impl_->tree_seen;
+      TreeSeen seen;
+      if (last && last->data_version == now.data_version && last->own_changes == now.own_changes) {
+        seen = *last;
+      } else {
+        std::vector<std::string> paths;
+        TRY_ASSIGN(seen, tree.look(paths));
+      }
+      parts = std::move(seen.bad);
+      reached_all = seen.whole;
+    }
+    if (!reached_all) {
+      TRY(tree.lost_rows(parts));
+      TRY(tree.parentless(parts));
+      if (whole) TRY(tree.loops(parts));
+    }
     for (auto& part : parts) TRY(tree.measure(part, each));
     return parts;
   });

@@ -187,6 +187,17 @@ TEST_F(StructureTest, ARowWithNoParentIsNamed) {
                1);
 }
 
+// A row no path reaches is named even with nothing archived at or beneath it: verify may
+// not take an unchanged tree's walk as proof when that walk did not reach every row.
+TEST_F(StructureTest, AnEmptyRowWithNoParentIsNamed) {
+  damage("INSERT INTO nodes(parent, name) VALUES (NULL, CAST('stray' AS BLOB))");
+  VerifyReport report;
+  const std::string found = verify(&report);
+  EXPECT_NE(found.find("(named \"stray\") has no parent and is not the root"), std::string::npos)
+      << found;
+  EXPECT_EQ(report.problems.size(), 1u) << found;
+}
+
 // A name stored as text is never found by a look-up by path, which compares bytes.
 TEST_F(StructureTest, ANameStoredAsTextIsNamed) {
   damage(fmt::format("UPDATE nodes SET name = 'leaf3' WHERE id = {}", leaf1_));
