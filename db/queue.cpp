@@ -67,56 +67,17 @@ std::string candidates_sql(Strategy strategy) {
                      order_by(strategy));
 }
 
-}  // namespace
-
-std::optional<Strategy> parse_strategy(std::string_view text) {
-  for (std::size_t i = 0; i < std::size(kStrategies); ++i) {
-    if (kStrategies[i] == text) return static_cast<Strategy>(i);
-  }
-  return std::nullopt;
-}
-
-std::string_view to_string(Strategy strategy) {
-  return kStrategies[static_cast<std::size_t>(strategy)];
-}
-
-std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
-  std::vector<std::int64_t> ids;
-  if (items.empty()) return ids;
-  std::vector<Param> ops, paths, dests, roots, priorities, sizes, mtimes;
-  for (const auto& item : items) {
-    ops.emplace_back(std::string(to_string(item.op)));
-    paths.emplace_back(item.path);
-    dests.push_back(item.op == Op::Move ? Param(item.dest_path) : std::nullopt);
-    roots.emplace_back(item.source_root);
-    priorities.emplace_back(std::to_string(item.priority));
-    sizes.push_back(item.size ? Param(std::to_string(*item.size)) : std::nullopt);
-    mtimes.push_back(item.mtime ? Connection::to_param(*item.mtime) : std::nullopt);
-  }
-  auto result = conn_.query(
-      R"(INSERT INTO timewarp.items (op, path, dest_path, source_root, priority, size, mtime)
-         SELECT op, path, dest_path, source_root, priority, size, to_timestamp(mtime)
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                       $6::bigint[], $7::float8[])
-                WITH ORDINALITY AS t(op, path, dest_path, source_root, priority, size, mtime, n)
-          ORDER BY n
-         RETURNING id)",
-      array_literal(ops), array_literal(paths), array_literal(dests), array_literal(roots),
-      array_literal(priorities), array_literal(sizes), array_literal(mtimes));
-  ids.reserve(static_cast<std::size_t>(result.rows()));
-  for (int r = 0; r < result.rows(); ++r) ids.push_back(result.int64(r, 0));
-  return ids;
-}
-
-std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
-  const std::string order = request.strategy == Strategy::Fair ? "id" : order_by(request.strategy);
+// The claim of one batch in one statement: $1 scheduler, $2 batch size, $3 lease seconds,
+// $4 strategy, $5 coalesce.
+std::string claim_sql(Strategy strategy) {
+  const std::string order = strategy == Strategy::Fair ? "id" : order_by(strategy);
   // Coalescing looks up, path by path, the other claimable changes to the batch's paths
   // (a nested loop over the path index: the LATERAL subquery with its own row locks is
   // never flattened into a hash join over the whole table). A change whose path is
   // involved in a pending MOVE keeps its order; that check runs only when some MOVE is
   // pending at all. The claimed rows are then found through the primary key, one look-up
   // per id (an IN over the CTEs is planned as a hash join over a scan of the whole table).
-  const std::string sql = fmt::format(R"(
+  return fmt::format(R"(
     WITH batch AS (SELECT nextval('timewarp.batch_ids') AS id),
          candidates AS ({}),
          moves AS (
@@ -145,9 +106,11 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
               AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(path)),
            coalesce(size, 0)
       FROM claimed ORDER BY {})",
-                                      candidates_sql(request.strategy), order);
-  auto result = conn_.prepared(sql, request.scheduler_id, request.batch_size, request.lease_seconds,
-                               to_string(request.strategy), request.coalesce);
+                     candidates_sql(strategy), order);
+}
+
+// The claimed rows as items, the changes to one coalescible path folded into the first.
+std::vector<ClaimedItem> claimed_items(const PgResult& result) {
   std::vector<ClaimedItem> items;
   items.reserve(static_cast<std::size_t>(result.rows()));
   // Coalescible path -> the item it folds into, and the op of the newest change seen for it
@@ -201,6 +164,54 @@ std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   }
   for (auto& item : items) item.order.horizon = horizon;
   return items;
+}
+
+}  // namespace
+
+std::optional<Strategy> parse_strategy(std::string_view text) {
+  for (std::size_t i = 0; i < std::size(kStrategies); ++i) {
+    if (kStrategies[i] == text) return static_cast<Strategy>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(Strategy strategy) {
+  return kStrategies[static_cast<std::size_t>(strategy)];
+}
+
+std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
+  std::vector<std::int64_t> ids;
+  if (items.empty()) return ids;
+  std::vector<Param> ops, paths, dests, roots, priorities, sizes, mtimes;
+  for (const auto& item : items) {
+    ops.emplace_back(std::string(to_string(item.op)));
+    paths.emplace_back(item.path);
+    dests.push_back(item.op == Op::Move ? Param(item.dest_path) : std::nullopt);
+    roots.emplace_back(item.source_root);
+    priorities.emplace_back(std::to_string(item.priority));
+    sizes.push_back(item.size ? Param(std::to_string(*item.size)) : std::nullopt);
+    mtimes.push_back(item.mtime ? Connection::to_param(*item.mtime) : std::nullopt);
+  }
+  auto result = conn_.query(
+      R"(INSERT INTO timewarp.items (op, path, dest_path, source_root, priority, size, mtime)
+         SELECT op, path, dest_path, source_root, priority, size, to_timestamp(mtime)
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
+                       $6::bigint[], $7::float8[])
+                WITH ORDINALITY AS t(op, path, dest_path, source_root, priority, size, mtime, n)
+          ORDER BY n
+         RETURNING id)",
+      array_literal(ops), array_literal(paths), array_literal(dests), array_literal(roots),
+      array_literal(priorities), array_literal(sizes), array_literal(mtimes));
+  ids.reserve(static_cast<std::size_t>(result.rows()));
+  for (int r = 0; r < result.rows(); ++r) ids.push_back(result.int64(r, 0));
+  return ids;
+}
+
+std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
+  auto result =
+      conn_.prepared(claim_sql(request.strategy), request.scheduler_id, request.batch_size,
+                     request.lease_seconds, to_string(request.strategy), request.coalesce);
+  return claimed_items(result);
 }
 
 std::int64_t Queue::complete(std::int64_t scheduler_id, std::span<const Completion> done) {

@@ -322,11 +322,11 @@ void Monitor::reload() {
     spdlog::error("SIGHUP: the configuration is not valid; keeping the one in force");
     return;
   }
-  const auto restart_needed = changed_keys(
-      config_, *fresh,
-      {"archivers", "event_delay", "log_level", "keep_within", "keep_hourly", "keep_daily",
-       "keep_weekly", "keep_monthly", "keep_yearly", "retention_timezone", "retention_folder",
-       "retention_interval"});
+  const auto restart_needed =
+      changed_keys(config_, *fresh,
+                   {"archivers", "event_delay", "log_level", "keep_within", "keep_hourly",
+                    "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly",
+                    "retention_timezone", "retention_folder", "retention_interval"});
   if (!restart_needed.empty()) {
     spdlog::warn("SIGHUP: {} changed; this takes a restart of timewarp-monitor",
                  fmt::join(restart_needed, ", "));
@@ -350,8 +350,7 @@ void Monitor::reload() {
 void Monitor::reload_retention(const Config& fresh) {
   const auto retention = [](auto& c) {
     return std::tie(c.keep_within, c.keep_hourly, c.keep_daily, c.keep_weekly, c.keep_monthly,
-                    c.keep_yearly, c.retention_timezone, c.retention_folder,
-                    c.retention_interval);
+                    c.keep_yearly, c.retention_timezone, c.retention_folder, c.retention_interval);
   };
   if (retention(config_) == retention(fresh)) return;
   retention(config_) = retention(fresh);
@@ -504,16 +503,7 @@ int Monitor::run() {
       throw std::runtime_error(fmt::format("poll: {}", std::strerror(errno)));
 
     if (fds[0].revents & POLLIN) {
-      signalfd_siginfo info{};
-      while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
-        if (info.ssi_signo == SIGHUP) {
-          reload();
-          continue;
-        }
-        spdlog::info("{} received", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
-        shut_down();
-        return 0;
-      }
+      if (const auto status = on_signals()) return *status;
     }
     if (fds[1].revents & POLLIN) {
       std::uint64_t count = 0;
@@ -529,41 +519,60 @@ int Monitor::run() {
         retention_.has_buffered_line()) {
       retention_.on_output();
     }
-    retention_.tick(config_);
-    const auto now = Clock::now();
-    if (!session_.connected() && session_.wait() == std::chrono::milliseconds(0)) {
-      ensure_database();
-    }
-    if (!scheduler_ && restart_at_ && now >= *restart_at_) start_scheduler();
-    if (retry_due_ && now >= *retry_due_ && handshake_.wants_check()) check_queue();
-    if (const auto due = batcher_.due(); due && now >= *due) queue_changes();
-    if (watcher_->stats().failed) {
-      spdlog::critical("stopping, so that a restart catches up on what was not watched");
-      shut_down();
-      return 1;
-    }
-    if (!catchup_recorded_ && watcher_->stats().catchup_done) {
-      // A finished catch-up means: everything it found is in the queue (at once, without
-      // waiting for event_delay).
-      if (session_.connected() && batcher_.size() > 0) queue_changes();
-      if (batcher_.size() == 0) {
-        catchup_recorded_ = true;
-        heartbeat();
-      }
-    }
-    if (now >= next_heartbeat_) {
-      heartbeat();
-      if (handshake_.wants_check()) check_queue(true);
-    }
-    if (recheck_queue_ && session_.connected()) {
-      recheck_queue_ = false;
-      check_queue();
-    }
-    // Last, since every statement above may have read notifications into libpq's queue,
-    // where poll() cannot see them.
-    handle_notifications();
-    apply_control();  // a setting read when some statement connected again
+    if (const auto status = on_wakeup()) return *status;
   }
+}
+
+std::optional<int> Monitor::on_signals() {
+  signalfd_siginfo info{};
+  while (::read(signal_fd_.get(), &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGHUP) {
+      reload();
+      continue;
+    }
+    spdlog::info("{} received", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+    shut_down();
+    return 0;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Monitor::on_wakeup() {
+  retention_.tick(config_);
+  const auto now = Clock::now();
+  if (!session_.connected() && session_.wait() == std::chrono::milliseconds(0)) {
+    ensure_database();
+  }
+  if (!scheduler_ && restart_at_ && now >= *restart_at_) start_scheduler();
+  if (retry_due_ && now >= *retry_due_ && handshake_.wants_check()) check_queue();
+  if (const auto due = batcher_.due(); due && now >= *due) queue_changes();
+  if (watcher_->stats().failed) {
+    spdlog::critical("stopping, so that a restart catches up on what was not watched");
+    shut_down();
+    return 1;
+  }
+  if (!catchup_recorded_ && watcher_->stats().catchup_done) {
+    // A finished catch-up means: everything it found is in the queue (at once, without
+    // waiting for event_delay).
+    if (session_.connected() && batcher_.size() > 0) queue_changes();
+    if (batcher_.size() == 0) {
+      catchup_recorded_ = true;
+      heartbeat();
+    }
+  }
+  if (now >= next_heartbeat_) {
+    heartbeat();
+    if (handshake_.wants_check()) check_queue(true);
+  }
+  if (recheck_queue_ && session_.connected()) {
+    recheck_queue_ = false;
+    check_queue();
+  }
+  // Last, since every statement above may have read notifications into libpq's queue,
+  // where poll() cannot see them.
+  handle_notifications();
+  apply_control();  // a setting read when some statement connected again
+  return std::nullopt;
 }
 
 }  // namespace tw::monitor

@@ -58,6 +58,13 @@ class Monitor {
 
   void start_scheduler();
   void on_scheduler_output();
+  // The signals read from the signal fd: SIGHUP reloads; SIGINT or SIGTERM shuts down and
+  // gives run()'s exit status.
+  std::optional<int> on_signals();
+  // What is due after each wake-up (the database, the scheduler's restart, retries, queued
+  // changes, the catch-up, heartbeats, notifications); an exit status when the monitor
+  // must stop.
+  std::optional<int> on_wakeup();
   void on_scheduler_exit(int status);
   void check_queue(bool periodic = false);
   void send(const std::string& line);
