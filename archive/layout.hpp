@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,6 +73,10 @@ class Layout {
   virtual ~Layout() = default;
 
   virtual ArchiveFormat format() const = 0;
+  // Another view of the same archive, read only, for another thread to read histories and
+  // contents beside this one (a restore's workers); nullptr when there is none to give (what
+  // this view holds is not yet where another can read it), and the caller works alone.
+  virtual std::unique_ptr<Layout> reader() const = 0;
   // The history of `path`, oldest first; empty when it was never archived.
   virtual Expected<std::vector<Version>> versions(std::string_view path) = 0;
   // The archived paths directly beneath `dir` (with those known only as parents), sorted.

@@ -2,6 +2,7 @@
 // FORMAT.md, "Restore").
 #include "archive/restore.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "archive/paths.hpp"
+#include "archive/restore_pool.hpp"
 #include "archive/restore_writer.hpp"
 #include "archive/timefmt.hpp"
 #include "common/escape.hpp"
@@ -113,6 +115,10 @@ Expected<RestoreReport> restore_one(Layout& layout, const std::string& path, con
   report.destination = parent == "/" ? "/" + name : parent + "/" + name;
   Restorer restorer(layout, options, report);
   TRY(restorer.place(dir.get(), name, own, report.destination));
+  // Its name is durable once its folder is.
+  if (::fsync(dir.get()) != 0) {
+    return permanent(fmt::format("cannot sync {}: {}", shown_path(parent), std::strerror(errno)));
+  }
   return report;
 }
 
@@ -155,7 +161,8 @@ Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string&
   return entries;
 }
 
-// A directory and everything archived beneath it, synced as a whole at the end.
+// A directory and everything archived beneath it, each file synced once it is in place and
+// every directory written into once its entries are (PlacePool).
 Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
                                      const std::vector<std::string>& within, const Chosen& chosen,
                                      const RestoreOptions& options,
@@ -165,19 +172,19 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   report.destination = dest;
   bool created_root = false;
   TRY_ASSIGN(const UniqueFd root_fd, open_destination(dest, true, &created_root));
-  Restorer restorer(layout, options, report);
-  restorer.sync_each(false);
-  TreeWriter writer(restorer, options, root_fd.get(), dest, report);
+  PlacePool pool(layout, options);
+  TreeWriter writer(pool, options, root_fd.get(), dest, report);
   for (const auto& entry : entries) {
     if (cancelled && cancelled()) return retry("cancelled");
     writer.write(entry, created_root);
   }
-  writer.finish_directories();
-  // Everything written beneath the destination is durable before the restore reports.
-  if (::syncfs(root_fd.get()) != 0) {
-    report.problems.push_back(
-        fmt::format("cannot sync {}: {}", shown_path(dest), std::strerror(errno)));
+  writer.finish();
+  // A destination made here is an entry of the folder above it.
+  if (created_root) {
+    UniqueFd above(::openat(root_fd.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (above) pool.sync(std::move(above), parent_path(dest));
   }
+  pool.finish(report);
   if (report.files + report.symlinks + report.directories == 0 && report.problems.empty()) {
     return permanent(fmt::format("nothing under {} existed {}", shown_path(path),
                                  when(options.which, chosen.at_limit)));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "archive/paths.hpp"
+#include "archive/restore_pool.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
 #include "common/time.hpp"
@@ -45,7 +47,8 @@ std::string in_the_way(int dir_fd, const std::string& name, const std::string& w
 Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
                      const std::string& target) {
   struct stat existing {};
-  if (::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+  const bool replacing = ::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0;
+  if (replacing) {
     if (S_ISDIR(existing.st_mode)) {
       return permanent(fmt::format("{} exists and is a directory", shown_path(target)));
     }
@@ -53,10 +56,16 @@ Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
       return permanent(fmt::format("{} exists (use --force to overwrite)", shown_path(target)));
     }
   }
-  const std::string temp = fmt::format(".tw-restore-{}-{}", ::getpid(), ++counter_);
+  // Unique among the restores of this process and their workers.
+  static std::atomic<std::uint64_t> counter{0};
+  const std::string temp = fmt::format(".tw-restore-{}-{}", ::getpid(), ++counter);
   Defer cleanup([dir_fd, &temp] { ::unlinkat(dir_fd, temp.c_str(), 0); });
+  UniqueFd made;
   TRY(v.is_symlink() ? make_link(dir_fd, temp, v, target)
-                     : make_file(dir_fd, temp, v, target, cleanup));
+                     : make_file(dir_fd, temp, v, target, cleanup, made));
+  if (made && (replacing || !defer_) && ::fsync(made.get()) != 0) {
+    return sys_fault("cannot sync", target);
+  }
   int renamed = -1;
   if (!options_.overwrite) {
     renamed = ::renameat2(dir_fd, temp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
@@ -73,6 +82,7 @@ Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
   } else {
     ++report_.files;
     report_.bytes += v.size;
+    if (defer_ && !replacing) defer_(std::move(made), target);
   }
   return Ok{};
 }
@@ -102,7 +112,7 @@ Done Restorer::make_link(int dir_fd, const std::string& temp, const Version& v,
 
 template <class Cleanup>
 Done Restorer::make_file(int dir_fd, const std::string& temp, const Version& v,
-                         const std::string& target, Cleanup& cleanup) {
+                         const std::string& target, Cleanup& cleanup, UniqueFd& made) {
   UniqueFd fd(
       ::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) {
@@ -115,15 +125,14 @@ Done Restorer::make_file(int dir_fd, const std::string& temp, const Version& v,
     return permanent(fmt::format("{}: content {} holds {} bytes, the version says {}",
                                  shown_path(target), v.sha256, *written, v.size));
   }
-  TRY(apply_metadata(fd.get(), v, target));
-  // One file alone is synced here; a tree once, at its end (syncfs), which for many small
-  // files costs one sync instead of one each.
-  if (sync_each_ && ::fsync(fd.get()) != 0) return sys_fault("cannot sync", target);
+  TRY(apply_metadata(fd.get(), v, options_, target));
+  made = std::move(fd);
   return Ok{};
 }
 
-Done Restorer::apply_metadata(int fd, const Version& v, const std::string& target) {
-  if (options_.restore_owner && ::fchown(fd, v.uid, v.gid) != 0) {
+Done apply_metadata(int fd, const Version& v, const RestoreOptions& options,
+                    const std::string& target) {
+  if (options.restore_owner && ::fchown(fd, v.uid, v.gid) != 0) {
     return sys_fault("cannot set the owner of", target);
   }
   if (::fchmod(fd, v.mode & 07777) != 0) return sys_fault("cannot set the mode of", target);
@@ -183,9 +192,9 @@ Expected<UniqueFd> open_destination(const std::string& dest, bool create, bool* 
 
 // --- A tree -----------------------------------------------------------------------------
 
-TreeWriter::TreeWriter(Restorer& restorer, const RestoreOptions& options, int root_fd,
+TreeWriter::TreeWriter(PlacePool& pool, const RestoreOptions& options, int root_fd,
                        std::string dest, RestoreReport& report)
-    : restorer_(restorer),
+    : pool_(pool),
       options_(options),
       root_fd_(root_fd),
       dest_(std::move(dest)),
@@ -194,67 +203,77 @@ TreeWriter::TreeWriter(Restorer& restorer, const RestoreOptions& options, int ro
 
 void TreeWriter::write(const TreeEntry& entry, bool created_root) {
   if (entry.parts.empty()) {  // the restored path itself, a directory version
-    if (created_root || options_.overwrite) directories_.push_back(&entry);
+    directories_[{}] = created_root || options_.overwrite ? &entry.version : nullptr;
     ++report_.directories;
     return;
   }
-  const int parent = parent_of(entry);
-  if (parent < 0) return;
+  auto parent = parent_of(entry);
+  if (!parent) return;
   const std::string& name = entry.parts.back();
   if (!entry.version.is_directory()) {
-    if (auto placed = restorer_.place(parent, name, entry.version, target(entry)); !placed) {
-      report_.problems.push_back(placed.error());
-    }
+    pool_.place(std::move(parent), entry, target(entry.parts));
     return;
   }
-  const bool made = ::mkdirat(parent, name.c_str(), 0700) == 0;
+  const bool made = ::mkdirat(parent->get(), name.c_str(), 0700) == 0;
   struct stat existing {};
-  if (!made &&
-      (errno != EEXIST || ::fstatat(parent, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
-       !S_ISDIR(existing.st_mode))) {
-    report_.problems.push_back(fmt::format(
-        "cannot create directory {}: a file or link is in the way", shown_path(target(entry))));
+  if (!made && (errno != EEXIST ||
+                ::fstatat(parent->get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISDIR(existing.st_mode))) {
+    report_.problems.push_back(
+        fmt::format("cannot create directory {}: a file or link is in the way",
+                    shown_path(target(entry.parts))));
     return;
   }
-  if (made || options_.overwrite) directories_.push_back(&entry);
+  const Version*& metadata = directories_[entry.parts];
+  if (made || options_.overwrite) metadata = &entry.version;
   ++report_.directories;
 }
 
-void TreeWriter::finish_directories() {
+void TreeWriter::finish() {
+  open_parent_.reset();
+  pool_.wait();
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
-    const TreeEntry& entry = **it;
-    auto fd = open_below(root_fd_, entry.parts, entry.parts.size(), false, root_shown_);
+    const auto& [parts, version] = *it;
+    auto fd = open_below(root_fd_, parts, parts.size(), false, root_shown_);
     if (!fd) {
       report_.problems.push_back(fd.error());
       continue;
     }
-    if (auto applied = restorer_.apply_metadata(fd->get(), entry.version, target(entry));
-        !applied) {
-      report_.problems.push_back(applied.error());
+    if (version != nullptr) {
+      if (auto applied = apply_metadata(fd->get(), *version, options_, target(parts)); !applied) {
+        report_.problems.push_back(applied.error());
+      }
     }
+    pool_.sync(std::move(*fd), target(parts));
   }
 }
 
-std::string TreeWriter::target(const TreeEntry& entry) const {
+std::string TreeWriter::target(const std::vector<std::string>& parts) const {
   std::string out = dest_;
-  for (const auto& part : entry.parts) out += "/" + part;
+  for (const auto& part : parts) out += "/" + part;
   return out;
 }
 
-int TreeWriter::parent_of(const TreeEntry& entry) {
+std::shared_ptr<const UniqueFd> TreeWriter::parent_of(const TreeEntry& entry) {
   if (open_parent_ && std::equal(open_parts_.begin(), open_parts_.end(), entry.parts.begin(),
                                  entry.parts.end() - 1)) {
-    return open_parent_.get();
+    return open_parent_;
   }
   open_parent_.reset();
   auto parent = open_below(root_fd_, entry.parts, entry.parts.size() - 1, true, root_shown_);
   if (!parent) {
     report_.problems.push_back(parent.error());
-    return -1;
+    return nullptr;
   }
-  open_parent_ = std::move(*parent);
+  open_parent_ = std::make_shared<const UniqueFd>(std::move(*parent));
   open_parts_.assign(entry.parts.begin(), entry.parts.end() - 1);
-  return open_parent_.get();
+  // It and every folder above it hold what this restore writes: each is synced at the end
+  // (a folder's entry is durable once the folder holding it is synced).
+  for (std::size_t n = 0; n <= open_parts_.size(); ++n) {
+    directories_.try_emplace(std::vector<std::string>(open_parts_.begin(), open_parts_.begin() + n),
+                             nullptr);
+  }
+  return open_parent_;
 }
 
 }  // namespace tw::archive

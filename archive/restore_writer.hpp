@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,30 +24,36 @@ class Restorer {
   Restorer(Layout& layout, const RestoreOptions& options, RestoreReport& report)
       : layout_(layout), options_(options), report_(report) {}
 
-  void sync_each(bool on) { sync_each_ = on; }
+  // How a file placed becomes durable: by default it is synced before it is renamed into
+  // place; with `defer` set, it is handed over, still open, once it is in place, and the
+  // caller syncs it (and its directory). A file that replaces another is synced before
+  // either way: a power cut then leaves the old content, never an empty file.
+  using DeferSync = std::function<void(UniqueFd file, const std::string& target)>;
+  void defer_sync(DeferSync defer) { defer_ = std::move(defer); }
 
   // Places file or symlink version `v` as `name` inside `dir_fd`. `target` names it in
   // messages.
   Done place(int dir_fd, const std::string& name, const Version& v, const std::string& target);
-  // Gives the file or directory open as `fd` the owner (with restore_owner), mode and times
-  // of `v`.
-  Done apply_metadata(int fd, const Version& v, const std::string& target);
 
  private:
   // The link of version `v` as `temp` inside `dir_fd`, with its owner and times.
   Done make_link(int dir_fd, const std::string& temp, const Version& v, const std::string& target);
-  // The file of version `v` as `temp` inside `dir_fd`: content, owner, mode, times (and
-  // synced when each file is). A `temp` that could not be made is not removed.
+  // The file of version `v` as `temp` inside `dir_fd`, open as `made`: content, owner, mode,
+  // times. A `temp` that could not be made is not removed.
   template <class Cleanup>
   Done make_file(int dir_fd, const std::string& temp, const Version& v, const std::string& target,
-                 Cleanup& cleanup);
+                 Cleanup& cleanup, UniqueFd& made);
 
   Layout& layout_;
-  bool sync_each_ = true;  // fsync each file placed (false: the caller syncs the tree)
+  DeferSync defer_;
   const RestoreOptions& options_;
   RestoreReport& report_;
-  std::uint64_t counter_ = 0;
 };
+
+// Gives the file or directory open as `fd` the owner (with options.restore_owner), mode and
+// times of `v`.
+Done apply_metadata(int fd, const Version& v, const RestoreOptions& options,
+                    const std::string& target);
 
 // Opens (creating with `create`) the directories `parts[0..count)` below `root_fd`, never
 // following a symlink. A directory made here gets mode 0777 less the umask (as `mkdir -p`);
@@ -64,34 +73,42 @@ struct TreeEntry {
   Version version;
 };
 
-// Writes a tree's entries (sorted by components) below the open destination `root_fd`;
-// then applies the archived metadata of the directories it is to: those made here, and
-// with --force those that were already there (never those of an existing destination
-// otherwise). What fails is a problem of the report.
+class PlacePool;
+
+// Writes a tree's entries (sorted by components) below the open destination `root_fd`:
+// directories on the calling thread, files and links queued to `pool`. finish() then
+// applies the archived metadata of the directories it is to (those made here, and with
+// --force those that were already there; never those of an existing destination
+// otherwise) and hands every directory it wrote into to the pool to sync. What fails is a
+// problem of the report.
 class TreeWriter {
  public:
-  TreeWriter(Restorer& restorer, const RestoreOptions& options, int root_fd, std::string dest,
+  TreeWriter(PlacePool& pool, const RestoreOptions& options, int root_fd, std::string dest,
              RestoreReport& report);
 
   void write(const TreeEntry& entry, bool created_root);
-  // Directory metadata last, deepest first, so restoring entries does not change it again.
-  void finish_directories();
+  // Once every entry is written: waits for the pool's placing, then directory metadata,
+  // deepest first, so restoring entries does not change it again, and their syncs.
+  void finish();
 
  private:
-  std::string target(const TreeEntry& entry) const;
-  // The folder `entry` goes into, kept open: entries are sorted, so most share it. -1 when
-  // it cannot be opened (a problem is recorded).
-  int parent_of(const TreeEntry& entry);
+  std::string target(const std::vector<std::string>& parts) const;
+  // The folder `entry` goes into, kept open: entries are sorted, so most share it. Null
+  // when it cannot be opened (a problem is recorded).
+  std::shared_ptr<const UniqueFd> parent_of(const TreeEntry& entry);
 
-  Restorer& restorer_;
+  PlacePool& pool_;
   const RestoreOptions& options_;
   int root_fd_;
   std::string dest_;
   std::string root_shown_;
   RestoreReport& report_;
-  std::vector<const TreeEntry*> directories_;
+  // Every directory written into or made, by components below the destination, with the
+  // version whose metadata it is to get (null: none, it was there already or is known only
+  // as a parent). Reverse order is deepest first.
+  std::map<std::vector<std::string>, const Version*> directories_;
   std::vector<std::string> open_parts_;
-  UniqueFd open_parent_;
+  std::shared_ptr<const UniqueFd> open_parent_;
 };
 
 }  // namespace tw::archive

@@ -2,12 +2,16 @@
 // of the database record, and the priority of background work.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace tw {
 
 // gethostname(), or "unknown" when it fails.
 std::string hostname();
+
+// The cores this process may run on (its CPU affinity, as `nproc` counts them), at least 1.
+std::size_t usable_cores();
 
 // Puts this process at the lowest CPU priority (nice 19) and the lowest best-effort I/O
 // priority, for work that may wait (the monitor's scheduled retention runs). Threads

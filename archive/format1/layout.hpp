@@ -24,6 +24,9 @@ class Format1Layout final : public Layout {
   Format1Layout(std::string root, std::function<bool()> cancelled);
 
   ArchiveFormat format() const override { return ArchiveFormat::V1; }
+  std::unique_ptr<Layout> reader() const override {
+    return std::make_unique<Format1Layout>(root_, cancelled_);
+  }
   // Grouped by where format 1 keeps what they read.
   // A path's history: the history file of its node (the key is the path's SHA-256).
   Expected<std::vector<Version>> versions(std::string_view path) override;

@@ -15,6 +15,7 @@
 
 #include "archive/sha256.hpp"
 #include "common/escape.hpp"
+#include "common/host.hpp"
 #include "common/text.hpp"
 
 namespace tw::archive {
@@ -60,14 +61,7 @@ void for_each_on_workers(std::vector<Item>& items, std::size_t workers, Each eac
 // run on and what runs now).
 std::size_t threads_now(std::size_t threads) {
   if (threads <= 1) return threads;
-  static const std::size_t cores = [] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (::sched_getaffinity(0, sizeof set, &set) == 0) {
-      return static_cast<std::size_t>(std::max(1, CPU_COUNT(&set)));
-    }
-    return static_cast<std::size_t>(std::max(1u, std::thread::hardware_concurrency()));
-  }();
+  static const std::size_t cores = usable_cores();
   char text[128];
   UniqueFd fd(::open("/proc/loadavg", O_RDONLY | O_CLOEXEC));
   const ssize_t n = fd ? ::read(fd.get(), text, sizeof text - 1) : -1;

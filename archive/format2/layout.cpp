@@ -77,7 +77,16 @@ Expected<std::unique_ptr<Format2Layout>> Format2Layout::open(const std::string& 
   return layout;
 }
 
+std::unique_ptr<Layout> Format2Layout::reader() const {
+  if (staged_.version_count() > 0) return nullptr;
+  auto opened = open(root_, OpenMode::ReadOnly, hooks_, compression_, sizes_);
+  if (!opened) return nullptr;  // the caller works alone, on this view
+  return std::move(*opened);
+}
+
 Done Format2Layout::open_parts(const CompressionOptions& compression, ChunkSizes sizes) {
+  compression_ = compression;
+  sizes_ = sizes;
   const std::string catalog_file = root_ + "/catalog.db";
   if (writable()) {
     for (const char* dir : {"/tmp", "/packs"}) TRY(disk_.make_dir(root_ + dir));

@@ -45,6 +45,9 @@ class Format2Layout final : public WritableLayout {
 
   // Layout
   ArchiveFormat format() const override { return ArchiveFormat::V2; }
+  // A read-only layout on the same root, while nothing is staged here (staged versions
+  // name blobs only this view can find).
+  std::unique_ptr<Layout> reader() const override;
   Expected<std::vector<Version>> versions(std::string_view path) override;
   Expected<std::vector<std::string>> children(std::string_view dir) override;
   Expected<std::vector<std::string>> paths_within(std::string_view dir,
@@ -94,10 +97,10 @@ class Format2Layout final : public WritableLayout {
     CatalogBatch::Mark end;
     std::vector<off_t> slots;
     std::function<void(const Done&)> on_durable;  // runs on the worker
-    std::optional<Fault> lost;        // it cannot be committed (this thread's, not the worker's)
-    std::optional<PackSync> pack;     // the worker's
+    std::optional<Fault> lost;     // it cannot be committed (this thread's, not the worker's)
+    std::optional<PackSync> pack;  // the worker's
     std::vector<UniqueFd> retired_packs;  // locked until the group is committed or lost
-    std::optional<Fault> sync_fault;  // written by the worker before `synced`
+    std::optional<Fault> sync_fault;      // written by the worker before `synced`
     std::atomic<bool> synced{false};
   };
 
@@ -137,6 +140,8 @@ class Format2Layout final : public WritableLayout {
   std::optional<Catalog> catalog_;
   std::optional<ChunkStore> chunk_store_;
   SlotLocks locks_;
+  CompressionOptions compression_;  // as opened (a reader's extract takes its threads)
+  ChunkSizes sizes_;
 
   // --- working state
   CatalogBatch staged_;

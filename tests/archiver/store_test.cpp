@@ -777,6 +777,65 @@ TEST_F(StoreTest, DirectoryRestoreKeepsMetadataAndNeverWritesOutsideTheDestinati
   EXPECT_EQ(compare_files(src + "/top", restored), "");
 }
 
+// A tree restore places files on several workers: hundreds of files in one folder, beside
+// folders of their own, large and small, each comes back exact, and no temporary is left.
+TEST_F(StoreTest, ATreeRestoredOnSeveralWorkersIsExactAndLeavesNoTemporary) {
+  Store store = open();
+  const std::string src = dir_ / "src";
+  std::vector<std::string> files;
+  for (int i = 0; i < 300; ++i) files.push_back(fmt::format("{}/flat/f{}", src, i));
+  for (int d = 0; d < 20; ++d) {
+    for (int i = 0; i < 5; ++i) files.push_back(fmt::format("{}/deep/d{}/e/f{}", src, d, i));
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    // Every tenth file spans several chunks, so that workers extract large and small at once.
+    write_file(files[i], i % 10 == 0 ? text(1'500'000 + i) : fmt::format("file {}", i),
+               0600 + (i % 2) * 040);
+    expect_complete(store.update(files[i]));
+  }
+  RestoreOptions options;
+  options.destination = dir_ / "restored";
+  auto report = store.restore(src, options);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+  EXPECT_EQ(report->files, files.size());
+  for (const auto& f : files) {
+    EXPECT_EQ(compare_files(f, options.destination + f.substr(src.size())), "") << f;
+  }
+  std::size_t entries = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(options.destination)) {
+    EXPECT_EQ(e.path().filename().string().find(".tw-restore-"), std::string::npos) << e.path();
+    entries += e.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_EQ(entries, files.size());
+}
+
+// A store whose group is open holds versions no other view of the archive can read yet: a
+// restore from it reads them on its own view, and gets them back.
+TEST_F(StoreTest, ARestoreFromAStoreWithAnOpenGroupGetsItsStagedVersions) {
+  Store store = open();
+  const std::string src = dir_ / "src";
+  write_file(src + "/old", "committed before the group");
+  expect_complete(store.update(src + "/old"));
+  store.begin_group();
+  for (int i = 0; i < 20; ++i) {
+    write_file(fmt::format("{}/new/f{}", src, i), fmt::format("staged {}", i));
+    expect_complete(store.update(fmt::format("{}/new/f{}", src, i)));
+  }
+  ASSERT_GT(store.staged_versions(), 0u);
+  RestoreOptions options;
+  options.destination = dir_ / "restored";
+  auto report = store.restore(src, options);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+  EXPECT_EQ(report->files, 21u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(read_file(fmt::format("{}/new/f{}", options.destination, i)),
+              fmt::format("staged {}", i));
+  }
+  ASSERT_TRUE(store.flush());
+}
+
 TEST_F(StoreTest, MtimesBefore1970WithAFractionRestoreExactly) {
   Store store = open();
   const std::string file = dir_ / "src/old/file";

@@ -1,0 +1,138 @@
+// A tree restored on several threads (archive/restore_pool.hpp).
+#include "archive/restore_pool.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+#include <boost/asio/post.hpp>
+
+#include "common/escape.hpp"
+#include "common/host.hpp"
+
+namespace tw::archive {
+namespace {
+
+// Entries queued to the workers and not yet placed: each holds its directory open.
+constexpr std::ptrdiff_t kQueued = 64;
+// Descriptors waiting for their sync (within the default limit of 1,024 open files).
+constexpr std::ptrdiff_t kSyncing = 256;
+// Threads that fsync. A sync mostly waits for the disk, and the filesystem's journal
+// commits the syncs that wait together at once: 6,600 files and folders of a copy of
+// /usr/share/doc took 1.4 s synced one after another on one thread, 0.8 s on 4 and 0.36 s
+// on 16 (ext4 on a virtual disk).
+constexpr std::size_t kSyncThreads = 16;
+
+// Workers placing files: the cores this process may run on, at least 2 (a worker also waits
+// for the disk), at most 4 (each may hold a window of a large file's blobs).
+std::size_t worker_count() { return std::clamp<std::size_t>(usable_cores(), 2, 4); }
+
+}  // namespace
+
+PlacePool::PlacePool(Layout& layout, const RestoreOptions& options)
+    : layout_(layout), options_(options), queued_(kQueued), syncing_(kSyncing) {
+  {
+    MutexLock lock(&mutex_);
+    free_views_.push_back(&layout_);
+    // More workers only when the archive has other views: each has one of its own.
+    if (auto other = layout_.reader()) {
+      workers_ = worker_count();
+      free_views_.push_back(other.get());
+      views_.push_back(std::move(other));
+    }
+  }
+  syncers_.emplace(kSyncThreads);
+  placers_.emplace(workers_);
+}
+
+PlacePool::~PlacePool() {
+  placers_.reset();  // what no worker began is dropped; what one began ends first
+  syncers_->join();
+}
+
+Layout* PlacePool::take_view() {
+  MutexLock lock(&mutex_);
+  if (free_views_.empty()) {
+    // No more views than workers are ever out at once, and every worker's is a reader.
+    views_.push_back(layout_.reader());
+    if (!views_.back()) {
+      views_.pop_back();
+      return nullptr;
+    }
+    return views_.back().get();
+  }
+  Layout* view = free_views_.back();
+  free_views_.pop_back();
+  return view;
+}
+
+void PlacePool::give_back(Layout* view) {
+  MutexLock lock(&mutex_);
+  free_views_.push_back(view);
+}
+
+void PlacePool::place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entry,
+                      std::string target) {
+  queued_.acquire();
+  RestoreReport& placed = placed_.emplace_back();
+  boost::asio::post(*placers_, [this, &placed, &entry, dir = std::move(dir),
+                                target = std::move(target)] {
+    Layout* view = take_view();
+    if (view == nullptr) {
+      placed.problems.push_back(fmt::format(
+          "{} not restored: the archive could not be opened once more for it", shown_path(target)));
+    } else {
+      Restorer restorer(*view, options_, placed);
+      restorer.defer_sync(
+          [this](UniqueFd fd, const std::string& t) { add_sync(std::move(fd), t); });
+      if (auto done = restorer.place(dir->get(), entry.parts.back(), entry.version, target);
+          !done) {
+        placed.problems.push_back(done.error());
+      }
+      give_back(view);
+    }
+    queued_.release();
+  });
+}
+
+void PlacePool::wait() {
+  for (std::ptrdiff_t i = 0; i < kQueued; ++i) queued_.acquire();
+  queued_.release(kQueued);
+}
+
+void PlacePool::sync(UniqueFd fd, std::string target) { add_sync(std::move(fd), target); }
+
+void PlacePool::add_sync(UniqueFd fd, const std::string& target) {
+  syncing_.acquire();
+  boost::asio::post(*syncers_, [this, fd = std::make_shared<UniqueFd>(std::move(fd)), target] {
+    if (::fsync(fd->get()) != 0) {
+      const std::string problem =
+          fmt::format("cannot sync {}: {}", shown_path(target), std::strerror(errno));
+      MutexLock lock(&mutex_);
+      sync_problems_.push_back(problem);
+    }
+    fd->reset();
+    syncing_.release();
+  });
+}
+
+void PlacePool::finish(RestoreReport& report) {
+  wait();
+  syncers_->join();
+  for (auto& placed : placed_) {
+    report.files += placed.files;
+    report.symlinks += placed.symlinks;
+    report.bytes += placed.bytes;
+    for (auto& problem : placed.problems) report.problems.push_back(std::move(problem));
+  }
+  placed_.clear();
+  MutexLock lock(&mutex_);
+  for (auto& problem : sync_problems_) report.problems.push_back(std::move(problem));
+  sync_problems_.clear();
+}
+
+}  // namespace tw::archive

@@ -1,0 +1,70 @@
+// A tree restored on several threads (FORMAT.md, "Restore"): each file or link is placed by
+// a worker with a view of the archive of its own (Layout::reader; the views are kept and
+// taken in turn), and made durable by threads that fsync each file once it is in place,
+// then every directory the restore wrote into. Never syncfs: it would wait for every other
+// writer of the filesystem too. Internal to the archive library; one PlacePool belongs to
+// one restore, its methods called from one thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <semaphore>
+#include <string>
+#include <vector>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "archive/layout.hpp"
+#include "archive/restore_writer.hpp"
+#include "archive/types.hpp"
+#include "common/fd.hpp"
+#include "common/mutex.hpp"
+
+namespace tw::archive {
+
+class PlacePool {
+ public:
+  // Workers for `layout` (one, on `layout` itself, when it gives no other view) and threads
+  // that sync.
+  PlacePool(Layout& layout, const RestoreOptions& options);
+  // Waits for the work under way (a restore cancelled or failed midway).
+  ~PlacePool();
+  PlacePool(const PlacePool&) = delete;
+  PlacePool& operator=(const PlacePool&) = delete;
+
+  // Places `entry`'s version as its last component in directory `dir`, which stays open
+  // until that is done; `target` names it. Waits while the pool holds as many as it takes.
+  void place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entry, std::string target);
+  // Waits until everything queued to place() is placed (their syncs may still run).
+  void wait();
+  // Syncs `fd` (a directory, once everything in it is placed), closing it after.
+  void sync(UniqueFd fd, std::string target);
+  // Waits for everything; adds the counts and problems to `report`, those of the entries
+  // in the order they were queued, then those of the syncs.
+  void finish(RestoreReport& report);
+
+ private:
+  // A view of the archive for one worker: a free one, else a new one.
+  Layout* take_view() EXCLUDES(mutex_);
+  void give_back(Layout* view) EXCLUDES(mutex_);
+  void add_sync(UniqueFd fd, const std::string& target);
+
+  Layout& layout_;
+  const RestoreOptions& options_;
+  std::size_t workers_ = 1;
+  Mutex mutex_;
+  std::vector<std::unique_ptr<Layout>> views_ GUARDED_BY(mutex_);  // every view opened
+  std::vector<Layout*> free_views_ GUARDED_BY(mutex_);
+  std::vector<std::string> sync_problems_ GUARDED_BY(mutex_);
+  // What became of each entry queued, in order; a worker writes only its own.
+  std::deque<RestoreReport> placed_;
+  std::counting_semaphore<> queued_;   // entries queued and not yet placed (each holds its dir)
+  std::counting_semaphore<> syncing_;  // descriptors waiting for their sync
+  // Last, so that they are joined before what their work uses goes.
+  std::optional<boost::asio::thread_pool> syncers_;
+  std::optional<boost::asio::thread_pool> placers_;
+};
+
+}  // namespace tw::archive
