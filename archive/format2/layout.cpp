@@ -90,12 +90,17 @@ Done Format2Layout::open_parts(const CompressionOptions& compression, ChunkSizes
   const std::string catalog_file = root_ + "/catalog.db";
   if (writable()) {
     for (const char* dir : {"/tmp", "/packs"}) TRY(disk_.make_dir(root_ + dir));
+    TRY_ASSIGN(locks_, SlotLocks::open(disk_, root_));
+    // Writers set the catalog up one at a time, and make it only then: a reader that meets
+    // a catalog not set up waits for the writer setting it up (wait_for_setup).
+    TRY(locks_.lock_setup());
     // Made private before SQLite creates it (its journal and index files take its mode).
     UniqueFd made(
         ::open(catalog_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
-    TRY_ASSIGN(locks_, SlotLocks::open(disk_, root_));
-    // Writers set the catalog up one at a time.
-    TRY(locks_.lock_setup());
+  } else {
+    // The archivers start beside the monitor's first looks at a new archive, and an
+    // operator's: a catalog being set up this moment is read once it is.
+    SlotLocks::wait_for_setup(root_);
   }
   auto opened = Catalog::open(catalog_file, mode_);
   if (writable()) locks_.unlock_setup();

@@ -67,6 +67,13 @@ Done SlotLocks::lock_setup() {
 
 void SlotLocks::unlock_setup() { ::flock(locks_.get(), LOCK_UN); }
 
+void SlotLocks::wait_for_setup(const std::string& root) {
+  const UniqueFd locks(::open((root + "/locks").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!locks) return;
+  while (::flock(locks.get(), LOCK_SH) != 0 && errno == EINTR) {
+  }
+}
+
 off_t SlotLocks::path_slot(std::string_view path) {
   const std::string key = sha256_hex(path);
   return static_cast<off_t>(std::stoull(key.substr(0, kSlotHexDigits), nullptr, 16) >> 2);

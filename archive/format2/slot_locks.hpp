@@ -38,6 +38,11 @@ class SlotLocks {
   // archive would race to switch it to WAL).
   Done lock_setup();
   void unlock_setup();
+  // A reader's side of the same lock: returns once no writer sets up the catalog under
+  // `root` (at once when there is no locks file yet, or it cannot be opened). Writers make
+  // catalog.db only under that lock, so a reader that found it not set up after this wait
+  // met a writer that died before setting it up.
+  static void wait_for_setup(const std::string& root);
 
   // The slot of a path, and of a blob id (nullopt: too short an id).
   static off_t path_slot(std::string_view path);

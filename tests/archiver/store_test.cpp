@@ -1,6 +1,7 @@
 // The archive store through its public API: round trips of awkward names, empty, sparse
 // and changing files, symlinks, the four operations, restore selection and safety.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -18,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "archive/expected.hpp"
+#include "archive/format2/catalog.hpp"
 #include "archive/format2/chunker.hpp"
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
@@ -834,6 +837,42 @@ TEST_F(StoreTest, ARestoreFromAStoreWithAnOpenGroupGetsItsStagedVersions) {
               fmt::format("staged {}", i));
   }
   ASSERT_TRUE(store.flush());
+}
+
+// Whether a thread of this process waits for a lock (a "->" line of /proc/locks).
+bool waiting_for_a_lock() {
+  std::ifstream locks("/proc/locks");
+  const std::string pid = " " + std::to_string(::getpid()) + " ";
+  for (std::string line; std::getline(locks, line);) {
+    if (line.find("->") != std::string::npos && line.find(pid) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A reader that opens a new archive while its first writer sets the catalog up (the monitor's
+// first looks, and its first retention run, beside the archivers making it) waits for the
+// setup and reads the archive; it does not fail.
+TEST_F(StoreTest, AReaderWaitsForACatalogBeingSetUp) {
+  const std::string root = dir_ / "archive";
+  { Store made = open(); }
+  for (const char* f : {"/catalog.db", "/catalog.db-wal", "/catalog.db-shm"}) {
+    std::filesystem::remove(root + f);
+  }
+  // What a writer holds between making catalog.db and setting it up.
+  const UniqueFd setup(::open((root + "/locks").c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(setup);
+  ASSERT_EQ(::flock(setup.get(), LOCK_EX), 0);
+  { std::ofstream created(root + "/catalog.db"); }
+  std::optional<Expected<Store>> read;
+  std::thread reader([&] { read.emplace(Store::open(root, Store::Mode::ReadOnly)); });
+  const bool waited = test::wait_until(waiting_for_a_lock, std::chrono::seconds(10));
+  auto catalog = Catalog::open(root + "/catalog.db", OpenMode::ReadWrite);
+  ASSERT_TRUE(catalog) << catalog.error();
+  ::flock(setup.get(), LOCK_UN);
+  reader.join();
+  EXPECT_TRUE(waited) << "the reader did not wait for the setup";
+  ASSERT_TRUE(*read) << read->error();
+  EXPECT_TRUE((*read)->verify().ok());
 }
 
 TEST_F(StoreTest, MtimesBefore1970WithAFractionRestoreExactly) {
