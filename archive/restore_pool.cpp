@@ -78,14 +78,10 @@ void PlacePool::give_back(Layout* view) {
 void PlacePool::place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entry,
                       std::string target) {
   queued_.acquire();
-  RestoreReport& placed = placed_.emplace_back();
-  boost::asio::post(*placers_, [this, &placed, &entry, dir = std::move(dir),
+  boost::asio::post(*placers_, [this, number = queued_count_++, &entry, dir = std::move(dir),
                                 target = std::move(target)] {
-    Layout* view = take_view();
-    if (view == nullptr) {
-      placed.problems.push_back(fmt::format(
-          "{} not restored: the archive could not be opened once more for it", shown_path(target)));
-    } else {
+    RestoreReport placed;
+    if (Layout* view = take_view()) {
       Restorer restorer(*view, options_, placed);
       restorer.defer_sync(
           [this](UniqueFd fd, const std::string& t) { add_sync(std::move(fd), t); });
@@ -94,6 +90,17 @@ void PlacePool::place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entr
         placed.problems.push_back(done.error());
       }
       give_back(view);
+    } else {
+      placed.problems.push_back(fmt::format(
+          "{} not restored: the archive could not be opened once more for it", shown_path(target)));
+    }
+    {
+      MutexLock lock(&mutex_);
+      placed_.files += placed.files;
+      placed_.symlinks += placed.symlinks;
+      placed_.bytes += placed.bytes;
+      for (auto& problem : placed.problems)
+        place_problems_.emplace_back(number, std::move(problem));
     }
     queued_.release();
   });
@@ -123,14 +130,15 @@ void PlacePool::add_sync(UniqueFd fd, const std::string& target) {
 void PlacePool::finish(RestoreReport& report) {
   wait();
   syncers_->join();
-  for (auto& placed : placed_) {
-    report.files += placed.files;
-    report.symlinks += placed.symlinks;
-    report.bytes += placed.bytes;
-    for (auto& problem : placed.problems) report.problems.push_back(std::move(problem));
-  }
-  placed_.clear();
   MutexLock lock(&mutex_);
+  report.files += std::exchange(placed_.files, 0);
+  report.symlinks += std::exchange(placed_.symlinks, 0);
+  report.bytes += std::exchange(placed_.bytes, 0);
+  // Stable: one entry's problems stay in the order they were found.
+  std::stable_sort(place_problems_.begin(), place_problems_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [number, problem] : place_problems_) report.problems.push_back(std::move(problem));
+  place_problems_.clear();
   for (auto& problem : sync_problems_) report.problems.push_back(std::move(problem));
   sync_problems_.clear();
 }

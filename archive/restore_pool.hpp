@@ -7,11 +7,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <semaphore>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/thread_pool.hpp>
@@ -58,8 +58,11 @@ class PlacePool {
   std::vector<std::unique_ptr<Layout>> views_ GUARDED_BY(mutex_);  // every view opened
   std::vector<Layout*> free_views_ GUARDED_BY(mutex_);
   std::vector<std::string> sync_problems_ GUARDED_BY(mutex_);
-  // What became of each entry queued, in order; a worker writes only its own.
-  std::deque<RestoreReport> placed_;
+  std::uint64_t queued_count_ = 0;  // entries queued so far (the next one's number)
+  // What the workers placed, and what they could not (by the entry's number, so that the
+  // report names them in the order queued), then the syncs' problems.
+  RestoreReport placed_ GUARDED_BY(mutex_);
+  std::vector<std::pair<std::uint64_t, std::string>> place_problems_ GUARDED_BY(mutex_);
   std::counting_semaphore<> queued_;   // entries queued and not yet placed (each holds its dir)
   std::counting_semaphore<> syncing_;  // descriptors waiting for their sync
   // Last, so that they are joined before what their work uses goes.
