@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/disk.hpp"
 #include "archive/paths.hpp"
 #include "archive/restore_pool.hpp"
 #include "archive/restore_writer.hpp"
@@ -161,8 +162,7 @@ Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string&
   return entries;
 }
 
-// A directory and everything archived beneath it, each file synced once it is in place and
-// every directory written into once its entries are (PlacePool).
+// A directory and everything archived beneath it, made durable as choose_durability says.
 Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
                                      const std::vector<std::string>& within, const Chosen& chosen,
                                      const RestoreOptions& options,
@@ -172,7 +172,9 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   report.destination = dest;
   bool created_root = false;
   TRY_ASSIGN(const UniqueFd root_fd, open_destination(dest, true, &created_root));
-  PlacePool pool(layout, options);
+  const auto meminfo = read_small_file("/proc/meminfo", 1 << 16);
+  PlacePool pool(layout, options,
+                 choose_durability(options.durability, meminfo ? *meminfo : std::string()));
   TreeWriter writer(pool, options, root_fd.get(), dest, report);
   for (const auto& entry : entries) {
     if (cancelled && cancelled()) return retry("cancelled");
@@ -184,7 +186,7 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
     UniqueFd above(::openat(root_fd.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (above) pool.sync(std::move(above), parent_path(dest));
   }
-  pool.finish(report);
+  pool.finish(report, root_fd.get(), dest);
   if (report.files + report.symlinks + report.directories == 0 && report.problems.empty()) {
     return permanent(fmt::format("nothing under {} existed {}", shown_path(path),
                                  when(options.which, chosen.at_limit)));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <thread>
 
@@ -33,8 +34,31 @@ std::size_t worker_count() { return std::clamp<std::size_t>(usable_cores(), 2, 4
 
 }  // namespace
 
-PlacePool::PlacePool(Layout& layout, const RestoreOptions& options)
-    : layout_(layout), options_(options), queued_(kQueued), syncing_(kSyncing) {
+Durability choose_durability(Durability asked, std::string_view meminfo) {
+  if (asked != Durability::Auto) return asked;
+  std::uint64_t pending = 0;
+  int found = 0;
+  for (const std::string_view field : {"\nDirty:", "\nWriteback:"}) {
+    const auto at = meminfo.find(field);
+    if (at == std::string_view::npos) continue;
+    std::uint64_t kib = 0;
+    const char* begin = meminfo.data() + at + field.size();
+    while (begin < meminfo.data() + meminfo.size() && *begin == ' ') ++begin;
+    const auto [end, error] = std::from_chars(begin, meminfo.data() + meminfo.size(), kib);
+    if (error != std::errc{} || std::string_view(end, 3) != " kB") continue;
+    pending += kib * 1024;
+    ++found;
+  }
+  return found == 2 && pending <= kQuietPending ? Durability::WholeFilesystem
+                                                : Durability::EachFile;
+}
+
+PlacePool::PlacePool(Layout& layout, const RestoreOptions& options, Durability durability)
+    : layout_(layout),
+      options_(options),
+      sync_each_(durability == Durability::EachFile),
+      queued_(kQueued),
+      syncing_(kSyncing) {
   {
     MutexLock lock(&mutex_);
     free_views_.push_back(&layout_);
@@ -45,7 +69,7 @@ PlacePool::PlacePool(Layout& layout, const RestoreOptions& options)
       views_.push_back(std::move(other));
     }
   }
-  syncers_.emplace(kSyncThreads);
+  syncers_.emplace(sync_each_ ? kSyncThreads : 1);
   placers_.emplace(workers_);
 }
 
@@ -114,6 +138,7 @@ void PlacePool::wait() {
 void PlacePool::sync(UniqueFd fd, std::string target) { add_sync(std::move(fd), target); }
 
 void PlacePool::add_sync(UniqueFd fd, const std::string& target) {
+  if (!sync_each_) return;  // closed here; the whole filesystem is synced at the end
   syncing_.acquire();
   boost::asio::post(*syncers_, [this, fd = std::make_shared<UniqueFd>(std::move(fd)), target] {
     if (::fsync(fd->get()) != 0) {
@@ -127,9 +152,13 @@ void PlacePool::add_sync(UniqueFd fd, const std::string& target) {
   });
 }
 
-void PlacePool::finish(RestoreReport& report) {
+void PlacePool::finish(RestoreReport& report, int root_fd, const std::string& root) {
   wait();
   syncers_->join();
+  if (!sync_each_ && ::syncfs(root_fd) != 0) {
+    report.problems.push_back(
+        fmt::format("cannot sync {}: {}", shown_path(root), std::strerror(errno)));
+  }
   MutexLock lock(&mutex_);
   report.files += std::exchange(placed_.files, 0);
   report.symlinks += std::exchange(placed_.symlinks, 0);

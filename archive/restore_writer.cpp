@@ -234,6 +234,7 @@ void TreeWriter::finish() {
   pool_.wait();
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
     const auto& [parts, version] = *it;
+    if (version == nullptr && !pool_.syncs_each()) continue;  // nothing to do to it
     auto fd = open_below(root_fd_, parts, parts.size(), false, root_shown_);
     if (!fd) {
       report_.problems.push_back(fd.error());

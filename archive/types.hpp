@@ -212,11 +212,17 @@ struct VersionSelector {
   std::optional<std::int64_t> at_ns;
 };
 
+// How a tree restore makes what it wrote durable before it reports (FORMAT.md, "Restore"):
+// each file and folder synced, or the whole filesystem once at the end (syncfs, which also
+// waits for other programs' pending writes there); Auto picks by those pending writes.
+enum class Durability { Auto, EachFile, WholeFilesystem };
+
 struct RestoreOptions {
   VersionSelector which;
   std::string destination;     // empty: the original path
   bool overwrite = false;      // replace existing files (never a directory by a file)
   bool restore_owner = false;  // chown to the archived uid/gid (needs root)
+  Durability durability = Durability::Auto;
 };
 
 struct RestoreReport {

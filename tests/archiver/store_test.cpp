@@ -22,6 +22,7 @@
 #include "archive/expected.hpp"
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/chunker.hpp"
+#include "archive/restore_pool.hpp"
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
 #include "archive/timefmt.hpp"
@@ -796,21 +797,42 @@ TEST_F(StoreTest, ATreeRestoredOnSeveralWorkersIsExactAndLeavesNoTemporary) {
                0600 + (i % 2) * 040);
     expect_complete(store.update(files[i]));
   }
-  RestoreOptions options;
-  options.destination = dir_ / "restored";
-  auto report = store.restore(src, options);
-  ASSERT_TRUE(report) << report.error();
-  EXPECT_TRUE(report->problems.empty()) << report->problems.front();
-  EXPECT_EQ(report->files, files.size());
-  for (const auto& f : files) {
-    EXPECT_EQ(compare_files(f, options.destination + f.substr(src.size())), "") << f;
+  // Either way of making it durable.
+  for (const auto durability : {Durability::EachFile, Durability::WholeFilesystem}) {
+    SCOPED_TRACE(durability == Durability::EachFile ? "each file" : "whole filesystem");
+    RestoreOptions options;
+    options.destination = dir_ / fmt::format("restored-{}", static_cast<int>(durability));
+    options.durability = durability;
+    auto report = store.restore(src, options);
+    ASSERT_TRUE(report) << report.error();
+    EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+    EXPECT_EQ(report->files, files.size());
+    for (const auto& f : files) {
+      EXPECT_EQ(compare_files(f, options.destination + f.substr(src.size())), "") << f;
+    }
+    std::size_t entries = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(options.destination)) {
+      EXPECT_EQ(e.path().filename().string().find(".tw-restore-"), std::string::npos) << e.path();
+      entries += e.is_regular_file() ? 1 : 0;
+    }
+    EXPECT_EQ(entries, files.size());
   }
-  std::size_t entries = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(options.destination)) {
-    EXPECT_EQ(e.path().filename().string().find(".tw-restore-"), std::string::npos) << e.path();
-    entries += e.is_regular_file() ? 1 : 0;
-  }
-  EXPECT_EQ(entries, files.size());
+}
+
+// A restore syncs the whole filesystem only when little else is waiting to be written, and
+// each file otherwise, or when it cannot tell; an explicit choice stands.
+TEST(RestoreDurability, ChosenByThePendingWritesAsTheRestoreBegins) {
+  const std::string quiet = "MemTotal: 100 kB\nDirty:     1200 kB\nWriteback:   0 kB\n";
+  const std::string busy = "MemTotal: 100 kB\nDirty:  1500000 kB\nWriteback:   0 kB\n";
+  const std::string writing = "MemTotal: 100 kB\nDirty:  0 kB\nWriteback:  90000 kB\n";
+  EXPECT_EQ(choose_durability(Durability::Auto, quiet), Durability::WholeFilesystem);
+  EXPECT_EQ(choose_durability(Durability::Auto, busy), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::Auto, writing), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::Auto, ""), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::Auto, "MemTotal: 1 kB\nDirty: x kB\n"),
+            Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::EachFile, quiet), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::WholeFilesystem, busy), Durability::WholeFilesystem);
 }
 
 // A store whose group is open holds versions no other view of the archive can read yet: a
