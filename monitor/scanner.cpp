@@ -29,11 +29,10 @@ constexpr std::size_t kWholeScanStep = 256;
 
 // A directory's changed entries go as one SCAN when at least a quarter of its entries
 // (subdirectories aside) differ, and two or more do, or one does beside the directory's
-// own change; not for more than kScanMaxEntries entries, whose changes go out as items
+// own change; not beyond the request's ScanLimits, past which its changes go out as items
 // (one SCAN runs on one archiver; items spread over them all). A file of kScanFileLimit
 // bytes or more keeps an item of its own.
 constexpr std::size_t kScanShare = 4;
-constexpr std::uint64_t kScanMaxEntries = 1024;
 constexpr std::int64_t kScanFileLimit = std::int64_t{1} << 20;
 
 }  // namespace
@@ -59,7 +58,8 @@ void ScanWalk::consider(const std::string& path, const struct stat& st, std::vec
   ++stats_.entries;
   if (!archivable(st) || filter_.too_big(st)) return;
   if (request_.pending && (request_.pending->of(path) & PendingSet::kUpdate)) return;
-  const auto live = archive_.live(rebase(path, request_.dir, request_.archived_as));
+  const auto live =
+      unarchived_ ? std::nullopt : archive_.live(rebase(path, request_.dir, request_.archived_as));
   const Difference d = compare(path, st, live ? &*live : nullptr);
   if (d == Difference::None) return;
   Change c = d == Difference::Content ? Change::update(path, S_ISDIR(st.st_mode))
@@ -77,6 +77,8 @@ void ScanWalk::start() {
       filter_.excluded(request_.dir)) {
     return;
   }
+  unarchived_ = !archive_.live(request_.archived_as) &&
+                archive_.archived_within(request_.archived_as).empty();
   dirs_.push_back({request_.dir, std::nullopt});  // considered as the walk enters it
   phase_ = Phase::Walk;
 }
@@ -99,8 +101,8 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
     struct stat st {};
     std::vector<Change> own;
     if (::lstat(listing_dir_.c_str(), &st) == 0) consider(listing_dir_, st, own);
-    dirs_.push_back({std::string(), own.empty() ? std::nullopt
-                                                : std::optional<Change>(std::move(own.front()))});
+    dirs_.push_back({std::string(),
+                     own.empty() ? std::nullopt : std::optional<Change>(std::move(own.front()))});
     listing_.reset(::opendir(listing_dir_.c_str()));
     if (!listing_ && errno != ENOENT && errno != ENOTDIR) {
       spdlog::warn("cannot list {}: {}", shown_path(listing_dir_), std::strerror(errno));
@@ -135,8 +137,11 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
     return true;
   }
   ++entry_files_;
+  const std::size_t before = entry_changes_.size();
   consider(path, st, entry_changes_);
-  if (entry_files_ > kScanMaxEntries) {  // too many for one SCAN
+  if (entry_changes_.size() > before) entry_bytes_ += entry_changes_.back().size.value_or(0);
+  if (entry_files_ > request_.limits.max_entries ||
+      entry_bytes_ > request_.limits.max_bytes) {  // too much for one SCAN
     for (auto& c : entry_changes_) out.push_back(std::move(c));
     entry_changes_.clear();
     entries_streamed_ = true;
@@ -151,9 +156,7 @@ void ScanWalk::leave_listing(std::vector<Change>& out) {
   if (!entries_streamed_ && n > 0 && n * kScanShare >= entry_files_ && (n >= 2 || own)) {
     Change scan = Change::scan(listing_dir_, n + (own ? 1 : 0));
     scan.priority = request_.priority;
-    std::int64_t bytes = 0;
-    for (const auto& c : entry_changes_) bytes += c.size.value_or(0);
-    scan.size = bytes;
+    scan.size = entry_bytes_;
     if (own) scan.mtime = leave.on_leave->mtime;
     stats_.changes -= n + (own ? 1 : 0) - 1;
     leave.on_leave = std::move(scan);
@@ -162,6 +165,7 @@ void ScanWalk::leave_listing(std::vector<Change>& out) {
   }
   entry_changes_.clear();
   entry_files_ = 0;
+  entry_bytes_ = 0;
   entries_streamed_ = false;
 }
 
@@ -193,8 +197,9 @@ bool ScanWalk::step(std::size_t budget, const DirectoryHook& on_directory,
         break;
       case Phase::Walk:
         if (!walk_one(on_directory, out)) {
-          phase_ = request_.find_deletes ? Phase::Deletes : Phase::Done;
-          if (request_.find_deletes) archived_ = archive_.archived_within(request_.archived_as);
+          const bool deletes = request_.find_deletes && !unarchived_;
+          phase_ = deletes ? Phase::Deletes : Phase::Done;
+          if (deletes) archived_ = archive_.archived_within(request_.archived_as);
         }
         break;
       case Phase::Deletes:

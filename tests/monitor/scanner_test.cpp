@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "archive/store.hpp"
 #include "common/paths.hpp"
@@ -366,29 +367,81 @@ TEST_F(ScannerTest, AWholeSourceScanQueuesADirectoryAndItsEntriesAsOneScan) {
 TEST_F(ScannerTest, AScanIsQueuedWhereAQuarterOfTheEntriesDifferAndNotForHugeDirectories) {
   for (int i = 0; i < 20; ++i) write(fmt::format("d/f{:02}", i), "1");
   archive_all();
-  const auto whole = [&] {
+  const auto whole = [&](ScanLimits limits) {
     ArchiveView view((dir_ / "archive").string());
     const Filter filter({src_}, {}, {}, 0);
     Scanner scanner(filter, view);
     std::vector<Change> changes;
-    scanner.scan({src_, src_, true, nullptr, kLivePriority, true}, {}, changes);
+    scanner.scan({src_, src_, true, nullptr, kLivePriority, true, limits}, {}, changes);
     std::vector<std::string> out;
     for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
     std::sort(out.begin(), out.end());
     return out;
   };
   for (int i = 0; i < 4; ++i) write(fmt::format("d/f{:02}", i), "22");
-  EXPECT_EQ(whole(),
+  EXPECT_EQ(whole({}),
             (std::vector<std::string>{"UPDATE " + path("d/f00"), "UPDATE " + path("d/f01"),
                                       "UPDATE " + path("d/f02"), "UPDATE " + path("d/f03")}));
   write("d/f04", "22");
-  EXPECT_EQ(whole(), std::vector<std::string>{"SCAN " + path("d")});
+  EXPECT_EQ(whole({}), std::vector<std::string>{"SCAN " + path("d")});
   // More entries than one SCAN takes: an item each, as they are found.
   for (int i = 0; i < 1100; ++i) write(fmt::format("h/f{:04}", i), "x");
-  const auto found = whole();
+  const auto found = whole({.max_entries = 1024});
   EXPECT_EQ(found.size(), 1u + 1102u);  // SCAN d, h and its files, the source's STAT
   EXPECT_EQ(std::count(found.begin(), found.end(), "UPDATE " + path("h/f1099")), 1);
   EXPECT_EQ(std::count(found.begin(), found.end(), "UPDATE " + path("h")), 1);
+  // Within the default bounds the same folder is one SCAN.
+  EXPECT_EQ(whole({}),
+            (std::vector<std::string>{"SCAN " + path("d"), "SCAN " + path("h"), "STAT " + src_}));
+}
+
+// A first backup: with nothing archived beneath the source when the walk begins, the walk
+// takes every entry as new and reads the archive no more, even where the archivers have
+// written meanwhile (their versions came from changes queued already). With anything
+// archived there at the start, it compares each entry with the archive as it goes.
+TEST_F(ScannerTest, AWalkThatBeginsWithNothingArchivedReadsTheArchiveNoFurther) {
+  write("d/a", "1");
+  write("d/b", "2");
+  const auto walk = [&] {
+    ArchiveView view((dir_ / "archive").string());
+    const Filter filter({src_}, {}, {}, 0);
+    Scanner scanner(filter, view);
+    std::vector<Change> changes;
+    const auto archive_a = [&](const std::string& d) {
+      if (d == path("d")) {
+        ASSERT_EQ(store_->update(path("d/a")).outcome, Outcome::Complete);
+      }
+    };
+    scanner.scan({src_, src_, true, nullptr}, archive_a, changes);
+    std::vector<std::string> out;
+    for (const auto& c : changes) out.push_back(std::string(to_string(c.op)) + " " + c.path);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(walk(), (std::vector<std::string>{"UPDATE " + src_, "UPDATE " + path("d"),
+                                              "UPDATE " + path("d/a"), "UPDATE " + path("d/b")}));
+  write("d/a", "11");  // archived at the start now (by the walk above): compared as it goes
+  EXPECT_EQ(walk(), (std::vector<std::string>{"UPDATE " + src_, "UPDATE " + path("d"),
+                                              "UPDATE " + path("d/b")}));
+}
+
+// More differing bytes than one SCAN takes: the folder's changes go out as items, found
+// as the listing goes (the bytes are counted before the folder is left).
+TEST_F(ScannerTest, AFolderOfMoreBytesThanOneScanTakesIsQueuedAsItems) {
+  for (int i = 0; i < 6; ++i) write(fmt::format("d/f{}", i), std::string(1000, 'x'));
+  ArchiveView view((dir_ / "no-archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  const auto ops = [&](ScanLimits limits) {
+    Scanner scanner(filter, view);
+    std::vector<Change> changes;
+    scanner.scan({src_, src_, true, nullptr, kLivePriority, true, limits}, {}, changes);
+    std::map<std::string, int> out;
+    for (const auto& c : changes) ++out[std::string(to_string(c.op))];
+    return out;
+  };
+  // The source (no entries but d) is an UPDATE either way.
+  EXPECT_EQ(ops({.max_bytes = 6000}), (std::map<std::string, int>{{"SCAN", 1}, {"UPDATE", 1}}));
+  EXPECT_EQ(ops({.max_bytes = 5999}), (std::map<std::string, int>{{"UPDATE", 8}}));
 }
 
 }  // namespace
