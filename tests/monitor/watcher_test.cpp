@@ -15,6 +15,7 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "archive/store.hpp"
@@ -37,9 +38,24 @@ class FaultySource final : public EventSource {
         if (path == dir || path.rfind(dir + "/", 0) == 0) return -error;
       }
     }
-    return real_.add_watch(path, mask);
+    const int wd = real_.add_watch(path, mask);
+    std::lock_guard lock(mutex_);
+    if (wd < 0 || granted_.count(wd) > 0) return wd;  // a path watched already costs nothing
+    if (budget_ && granted_.size() >= *budget_) {
+      // As the kernel does at fs.inotify.max_user_watches.
+      real_.remove_watch(wd);
+      return -ENOSPC;
+    }
+    granted_.insert(wd);
+    return wd;
   }
-  void remove_watch(int wd) override { real_.remove_watch(wd); }
+  void remove_watch(int wd) override {
+    {
+      std::lock_guard lock(mutex_);
+      granted_.erase(wd);
+    }
+    real_.remove_watch(wd);
+  }
   std::vector<RawEvent> read_events() override {
     auto events = real_.read_events();
     if (lose_events_.load() && !events.empty()) {
@@ -59,9 +75,15 @@ class FaultySource final : public EventSource {
     std::lock_guard lock(mutex_);
     failing_.emplace_back(dir, error);
   }
+  // At most `n` watches at once, as under fs.inotify.max_user_watches.
+  void limit_watches(std::size_t n) {
+    std::lock_guard lock(mutex_);
+    budget_ = n;
+  }
   void heal() {
     std::lock_guard lock(mutex_);
     failing_.clear();
+    budget_.reset();
   }
   std::size_t lost() const { return lost_; }
 
@@ -71,6 +93,8 @@ class FaultySource final : public EventSource {
   std::size_t lost_ = 0;
   std::mutex mutex_;
   std::vector<std::pair<std::string, int>> failing_;
+  std::optional<std::size_t> budget_;
+  std::set<int> granted_;
 };
 
 class WatcherTest : public ::testing::Test {
@@ -106,6 +130,7 @@ class WatcherTest : public ::testing::Test {
     filter_ = std::move(filter);
     auto source = std::make_unique<FaultySource>();
     source_ = source.get();
+    if (watch_budget_) source_->limit_watches(*watch_budget_);
     view_ = std::make_unique<ArchiveView>(archive_root());
     watcher_ = std::make_unique<Watcher>(options, std::move(source), *filter_, *view_, batcher_,
                                          std::move(pending));
@@ -190,6 +215,18 @@ class WatcherTest : public ::testing::Test {
                          [&](const auto& w) { return has(lines, w); });
     };
   }
+  // Lets every watch be added again, and runs the watcher until the rescan of the
+  // unwatched directories has watched them all (bounded).
+  bool heal_until_all_watched() {
+    source_->heal();
+    return test::wait_until(
+        [&] {
+          watcher_->run_once(20ms);
+          collect();
+          return watcher_->stats().unwatched == 0;
+        },
+        5s);
+  }
   bool logged(const std::string& needle) const {
     for (const auto& line : log_->last_formatted()) {
       if (line.find(needle) != std::string::npos) return true;
@@ -204,6 +241,7 @@ class WatcherTest : public ::testing::Test {
   std::unique_ptr<ArchiveView> view_;
   EventBatcher batcher_{{0ms, 100000}};
   FaultySource* source_ = nullptr;
+  std::optional<std::size_t> watch_budget_;  // the source's watches, from the start
   std::unique_ptr<Watcher> watcher_;
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_;
   std::shared_ptr<spdlog::logger> previous_logger_;
@@ -455,16 +493,48 @@ TEST_F(WatcherTest, RunningOutOfWatchesIsLoudAndTheDirectoryIsPolled) {
   // No watch, no event: the periodic rescan finds it.
   test::write_file(path("sub/b"), "2");
   EXPECT_TRUE(has(pump_until(has_all({"UPDATE sub/b"})), "UPDATE sub/b"));
-  source_->heal();
-  ASSERT_TRUE(test::wait_until(
-      [&] {
-        watcher_->run_once(20ms);
-        collect();
-        return watcher_->stats().unwatched == 0;
-      },
-      5s));
+  ASSERT_TRUE(heal_until_all_watched());
   test::write_file(path("sub/c"), "3");
   EXPECT_TRUE(has(pump_until(has_all({"UPDATE sub/c"})), "UPDATE sub/c"));
+}
+
+// The watch limit reached in the middle of the catch-up: every directory is either watched
+// or counted as unwatched (and rescanned), so a change anywhere is found; once watches are
+// to be had again, every directory gets one and changes are seen by their events.
+TEST_F(WatcherTest, ReachingTheWatchLimitInTheCatchUpLeavesNoDirectorySilentlyUnwatched) {
+  std::vector<std::string> dirs{"."};
+  for (int a = 0; a < 3; ++a) {
+    dirs.push_back(fmt::format("a{}", a));
+    for (int b = 0; b < 3; ++b) dirs.push_back(fmt::format("a{}/b{}", a, b));
+  }
+  std::vector<std::string> archived{""};
+  for (const auto& d : dirs) {
+    const std::string f = d == "." ? "f" : d + "/f";
+    test::write_file(path(f), "1");
+    if (d != ".") archived.push_back(d);
+    archived.push_back(f);
+  }
+  archive(archived);
+  watch_budget_ = 5;
+  start();
+  EXPECT_EQ(watcher_->stats().watches, 5);
+  EXPECT_EQ(watcher_->stats().unwatched, 8) << "13 directories: watched or counted";
+  EXPECT_TRUE(logged("fs.inotify.max_user_watches"));
+  const auto change_everywhere = [&](const std::string& name) {
+    std::vector<std::string> wanted;
+    for (const auto& d : dirs) {
+      const std::string f = d == "." ? name : d + "/" + name;
+      test::write_file(path(f), "2");
+      wanted.push_back("UPDATE " + f);
+    }
+    const auto got = pump_until(has_all(wanted));
+    for (const auto& w : wanted) EXPECT_TRUE(has(got, w)) << w;
+  };
+  change_everywhere("g");
+  ASSERT_TRUE(heal_until_all_watched());
+  EXPECT_EQ(watcher_->stats().watches, 13);
+  // Watched now: found by their events, with no rescan left to find them.
+  change_everywhere("h");
 }
 
 TEST_F(WatcherTest, CatchUpSkipsWorkAlreadyQueued) {
