@@ -3,6 +3,8 @@
 //
 //   small DIR [--files N] [--seed S]      N files of 1-8 KiB of random bytes in 100 folders
 //   big DIR [--mib N] [--seed S]          N MiB of text-like content in 8 files, 2 folders
+//   tree DIR [--files N] [--seed S]       a synthetic tree of a real system's shape, for the
+//                                         scale workload (its shape below, make_tree)
 //   change DIR [--seed S] [--random]      the incremental step: 1 % of the regular files get
 //                                         1-8 KiB appended, 0.5 % are deleted, 0.5 % new
 //                                         files of 1-8 KiB appear, then one folder is renamed
@@ -20,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +68,123 @@ void make_big(const std::string& dir, int mib, std::uint64_t seed) {
     fs::create_directories(sub);
     write_file(fmt::format("{}/large-{}.txt", sub, i), each, random);
   }
+}
+
+// The synthetic tree of the scale workload: the shape of a system's /usr or a home folder,
+// at any size. For N files:
+//   folders   N / 12 (as in /usr/share: 57,472 files in 4,480 folders), at /usr/share's
+//             depths (1 to 10, most at 2 to 5; median 4), each under a folder one level up,
+//             half the time the last one made there (folders come in clusters);
+//   files     spread over the folders by a heavy-tailed weight: a fifth of the folders hold
+//             subfolders only, the rest a Pareto share (alpha 1.1) of at most 4 % of N. At
+//             500,000 files: a median of 3 files a folder, p90 15, p99 122, and the largest
+//             ~20,000 (/usr/share/man/man1 holds 18,085 entries); 41 folders of more than
+//             1,024 hold a quarter of the files;
+//   sizes     1 % empty; one file in 2,000 large, 1-16 MiB log-uniform; the rest
+//             log-normal, median 1.5 KiB, sigma 1.2, under 1 MiB. At 500,000 files: median
+//             1.5 KiB, p90 7 KiB, p99 25 KiB, 2.67 GiB in all (4.1 GiB of disk blocks);
+//   content   seven files in ten text-like, the rest random bytes (bench/common/content.hpp);
+//   modes     one file in ten 0755, the rest 0644;
+//   symlinks  one beside every 19th file (26,160 at 500,000): nine in ten to that file, the
+//             rest to the folder above, one in fifty dangling.
+// The same seed gives the same tree (with the same C++ library). Prints the shape it made.
+struct TreeShape {
+  std::vector<int> depth;      // of each folder
+  std::vector<fs::path> dirs;  // relative to the root; dirs[0] is the root
+};
+
+TreeShape make_folders(const fs::path& root, std::size_t folders, std::mt19937_64& random) {
+  // The share of the folders at each depth, 1 to 10 (/usr/share's, with a narrower top).
+  static const double kDepthShare[] = {0.5, 25, 19, 20, 18, 9, 4, 2.5, 1, 0.5};
+  static const char* const kNames[] = {"lib",  "share", "doc",     "src", "include", "data",
+                                       "test", "icons", "locale",  "man", "config",  "modules",
+                                       "util", "core",  "plugins", "res", "assets",  "common"};
+  std::discrete_distribution<int> depth_of(std::begin(kDepthShare), std::end(kDepthShare));
+  std::vector<std::vector<std::size_t>> at_depth{{0}};  // the folders at each depth
+  TreeShape shape{{0}, {fs::path()}};
+  for (std::size_t i = 1; i < folders; ++i) {
+    const int depth = std::min<int>(depth_of(random) + 1, static_cast<int>(at_depth.size()));
+    const auto& above = at_depth[static_cast<std::size_t>(depth - 1)];
+    // Half the time beside the last folder made at that depth: folders come in clusters.
+    const std::size_t parent = random() % 2 == 0 ? above.back() : above[random() % above.size()];
+    const auto& name = kNames[random() % std::size(kNames)];
+    shape.dirs.push_back(shape.dirs[parent] / fmt::format("{}-{}", name, i));
+    shape.depth.push_back(depth);
+    if (at_depth.size() == static_cast<std::size_t>(depth)) at_depth.emplace_back();
+    at_depth[static_cast<std::size_t>(depth)].push_back(i);
+  }
+  for (const auto& d : shape.dirs) fs::create_directories(root / d);
+  return shape;
+}
+
+// The p-th percentile of `v` (sorted in place).
+template <typename T>
+T percentile(std::vector<T>& v, double p) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? T{} : v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+std::uint64_t tree_file_size(std::mt19937_64& random) {
+  static constexpr std::uint64_t kSmallMax = (1 << 20) - 1;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double u = unit(random);
+  if (u < 0.01) return 0;
+  if (u < 0.01 + 1.0 / 2000) return static_cast<std::uint64_t>(std::exp2(20 + 4 * unit(random)));
+  std::lognormal_distribution<double> small(std::log(1536.0), 1.2);
+  return std::min(kSmallMax, static_cast<std::uint64_t>(small(random)));
+}
+
+void make_tree(const std::string& dir, int files, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  const fs::path root(dir);
+  const auto n = static_cast<std::size_t>(files);
+  TreeShape shape = make_folders(root, std::max<std::size_t>(1, n / 12), random);
+  // Each folder's share of the files.
+  std::vector<double> weight(shape.dirs.size());
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (auto& w : weight) w = unit(random) < 0.2 ? 0.0 : std::pow(1.0 - unit(random), -1 / 1.1);
+  if (std::all_of(weight.begin(), weight.end(), [](double w) { return w == 0; })) weight[0] = 1;
+  double total = 0;
+  for (const double w : weight) total += w;
+  for (auto& w : weight) w = std::min(w, 0.04 * total);
+  std::discrete_distribution<std::size_t> where(weight.begin(), weight.end());
+  std::vector<std::size_t> per_folder(shape.dirs.size());
+  for (std::size_t i = 0; i < n; ++i) ++per_folder[where(random)];
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t bytes = 0, links = 0;
+  for (std::size_t f = 0; f < shape.dirs.size(); ++f) {
+    const fs::path folder = root / shape.dirs[f];
+    for (std::size_t i = 0; i < per_folder[f]; ++i) {
+      const std::uint64_t size = tree_file_size(random);
+      const auto name = fmt::format("file-{}.{}", i, random() % 3 == 0 ? "txt" : "dat");
+      const auto path = (folder / name).string();
+      write_file(path, size, random, random() % 10 < 7 ? Content::Text : Content::Random);
+      if (random() % 10 == 0) fs::permissions(path, fs::perms(0755));
+      sizes.push_back(size);
+      bytes += size;
+      if (random() % 19 != 0) continue;  // one entry in twenty is a link
+      const auto link = folder / fmt::format("link-{}", i);
+      const auto r = random() % 50;
+      fs::create_symlink(r == 0  ? fs::path("missing")
+                         : r < 5 ? fs::path("..")
+                                 : fs::path(name),
+                         link);
+      ++links;
+    }
+  }
+  std::vector<std::size_t> counts = per_folder;
+  std::vector<int> depths = shape.depth;
+  const std::size_t empty =
+      static_cast<std::size_t>(std::count(per_folder.begin(), per_folder.end(), 0));
+  std::cout << fmt::format(
+      "{} files ({:.2f} GiB) and {} symlinks in {} folders ({} without files), depth median "
+      "{} max {}; files per folder median {}, p90 {}, p99 {}, max {}; file size median {} B, "
+      "p90 {} B, p99 {} B, max {:.1f} MiB\n",
+      n, static_cast<double>(bytes) / (1 << 30), links, shape.dirs.size(), empty,
+      percentile(depths, 0.5), percentile(depths, 1.0), percentile(counts, 0.5),
+      percentile(counts, 0.9), percentile(counts, 0.99), percentile(counts, 1.0),
+      percentile(sizes, 0.5), percentile(sizes, 0.9), percentile(sizes, 0.99),
+      static_cast<double>(percentile(sizes, 1.0)) / (1 << 20));
 }
 
 // Sorted regular files and directories (not symlinks) beneath `dir`, the root excluded.
@@ -237,6 +357,49 @@ void print_window(const std::string& what, Window& w) {
       static_cast<double>(w.rss_kib) / 1024, static_cast<double>(w.allocated) / (1 << 20));
 }
 
+// Writes version `i` of `file`, has the archiver archive it; the bytes it added (nothing
+// when it did not answer COMPLETE, counted in `failed`) and the milliseconds it took.
+std::pair<std::uint64_t, double> archive_version(tw::ChildProcess& child, const std::string& file,
+                                                 long i, std::mt19937_64& random, long& failed) {
+  std::string content(100 + random() % 200, ' ');
+  tw::bench::fill_text(content, random);
+  content = fmt::format("version {}\n", i) + content;
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << content;
+  }
+  const auto sent = Clock::now();
+  if (!child.write_line(fmt::format("{}\tUPDATE\t{}", i, tw::escape_bytes(file)))) {
+    throw std::runtime_error("the archiver stopped reading");
+  }
+  std::string line;
+  if (child.read_line(line, std::chrono::minutes(5)) != tw::ChildProcess::ReadStatus::Line) {
+    throw std::runtime_error(fmt::format("no answer to version {}", i));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+  const auto fields = line.find("\tCOMPLETE\t");
+  if (fields == std::string::npos) {
+    if (++failed <= 3) std::cerr << "archiver answered: " << line << "\n";
+    return {0, ms};
+  }
+  return {std::stoull(line.substr(fields + 10)), ms};
+}
+
+// Where the history lives: format 1's history file, or format 2's catalog (every path's).
+std::uintmax_t history_bytes(const std::string& root) {
+  std::uintmax_t history = 0;
+  if (fs::exists(root + "/nodes")) {
+    for (const auto& entry : fs::recursive_directory_iterator(root + "/nodes")) {
+      if (entry.path().extension() == ".history") history = std::max(history, entry.file_size());
+    }
+  } else {
+    for (const char* name : {"/catalog.db", "/catalog.db-wal"}) {
+      if (fs::exists(root + name)) history += fs::file_size(root + name);
+    }
+  }
+  return history;
+}
+
 int versions(const std::string& dir, long count, long window, const std::string& archiver) {
   const std::string src = dir + "/src";
   const std::string root = dir + "/archive";
@@ -252,30 +415,8 @@ int versions(const std::string& dir, long count, long window, const std::string&
   long failed = 0;
   const auto start = Clock::now();
   for (long i = 1; i <= count; ++i) {
-    std::string content(100 + random() % 200, ' ');
-    tw::bench::fill_text(content, random);
-    content = fmt::format("version {}\n", i) + content;
-    {
-      std::ofstream out(file, std::ios::binary | std::ios::trunc);
-      out << content;
-    }
     if (i == count - window + 1) written_at = proc_field(pid, "io", "write_bytes:");
-    const auto sent = Clock::now();
-    if (!child->write_line(fmt::format("{}\tUPDATE\t{}", i, tw::escape_bytes(file)))) {
-      throw std::runtime_error("the archiver stopped reading");
-    }
-    std::string line;
-    if (child->read_line(line, std::chrono::minutes(5)) != tw::ChildProcess::ReadStatus::Line) {
-      throw std::runtime_error(fmt::format("no answer to version {}", i));
-    }
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
-    std::uint64_t added = 0;
-    const auto fields = line.find("\tCOMPLETE\t");
-    if (fields == std::string::npos) {
-      if (++failed <= 3) std::cerr << "archiver answered: " << line << "\n";
-    } else {
-      added = std::stoull(line.substr(fields + 10));
-    }
+    const auto [added, ms] = archive_version(*child, file, i, random, failed);
     for (Window* w : {&first, &last}) {
       const bool in = w == &first ? i <= window : i > count - window;
       if (!in) continue;
@@ -300,17 +441,7 @@ int versions(const std::string& dir, long count, long window, const std::string&
   last.allocated = allocated;
   child->close_stdin();
   child->wait_exit(std::chrono::seconds(30));
-  // Where the history lives: format 1's history file, or format 2's catalog (every path's).
-  std::uintmax_t history = 0;
-  if (fs::exists(root + "/nodes")) {
-    for (const auto& entry : fs::recursive_directory_iterator(root + "/nodes")) {
-      if (entry.path().extension() == ".history") history = std::max(history, entry.file_size());
-    }
-  } else {
-    for (const char* name : {"/catalog.db", "/catalog.db-wal"}) {
-      if (fs::exists(root + name)) history += fs::file_size(root + name);
-    }
-  }
+  const std::uintmax_t history = history_bytes(root);
   std::cout << fmt::format("  {} versions in {:.1f} s ({:.2f} ms/version), {} failed\n", count,
                            seconds, seconds * 1000 / static_cast<double>(count), failed);
   print_window(fmt::format("versions 1-{}", window), first);
@@ -344,6 +475,8 @@ int main(int argc, char** argv) {
     };
     auto* small = seeded("small", "files of 1-8 KiB of random bytes in 100 folders", "DIR");
     small->add_option("--files", files)->check(CLI::Range(1, 10000000));
+    auto* tree = seeded("tree", "a synthetic tree of a real system's shape", "DIR");
+    tree->add_option("--files", files)->check(CLI::Range(1, 100000000));
     auto* big = seeded("big", "text-like content in 8 files", "DIR");
     big->add_option("--mib", mib)->check(CLI::Range(8, 1 << 20));
     auto* chg = seeded("change", "append, delete, create, rename one folder", "DIR");
@@ -360,6 +493,7 @@ int main(int argc, char** argv) {
     ver->add_option("--archiver", archiver);
     CLI11_PARSE(app, argc, argv);
     if (*small) make_small(dir, files, seed);
+    if (*tree) make_tree(dir, files, seed);
     if (*big) make_big(dir, mib, seed);
     if (*chg) change(dir, seed, random_content);
     if (*append) {
