@@ -10,7 +10,9 @@
 //                                         files of 1-8 KiB appear, then one folder is renamed
 //   append FILE [--mib N] [--seed S]      appends N MiB of text-like content
 //   compare A B                           A and B hold the same tree: names, types, modes,
-//                                         bytes, symlink targets (exit 1, differences listed)
+//                                         owners, modification times (to the nanosecond,
+//                                         folders and links too), bytes, symlink targets
+//                                         (exit 1, differences listed)
 //   versions DIR [--count N] [--window W] [--archiver PATH]
 //                                         N versions of one small file, one timewarp-archiver
 //                                         driven over its line protocol; figures for the
@@ -246,6 +248,9 @@ struct Entry {
   unsigned mode;
   std::uint64_t size;
   std::string link;
+  uid_t uid;
+  gid_t gid;
+  struct timespec mtime;
 };
 
 std::map<std::string, Entry> listing(const std::string& root) {
@@ -253,8 +258,13 @@ std::map<std::string, Entry> listing(const std::string& root) {
   auto add = [&](const fs::path& path, const std::string& name) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) throw std::runtime_error("cannot lstat " + path.string());
-    Entry e{fs::symlink_status(path).type(), st.st_mode & 07777U,
-            S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0, ""};
+    Entry e{fs::symlink_status(path).type(),
+            st.st_mode & 07777U,
+            S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0,
+            "",
+            st.st_uid,
+            st.st_gid,
+            st.st_mtim};
     if (S_ISLNK(st.st_mode)) e.link = fs::read_symlink(path).string();
     out.emplace(name, std::move(e));
   };
@@ -294,6 +304,12 @@ int compare(const std::string& a, const std::string& b) {
       differences.push_back("type differs: " + name);
     } else if (l.mode != r.mode) {
       differences.push_back(fmt::format("mode {:o} instead of {:o}: {}", r.mode, l.mode, name));
+    } else if (l.uid != r.uid || l.gid != r.gid) {
+      differences.push_back(
+          fmt::format("owner {}:{} instead of {}:{}: {}", r.uid, r.gid, l.uid, l.gid, name));
+    } else if (l.mtime.tv_sec != r.mtime.tv_sec || l.mtime.tv_nsec != r.mtime.tv_nsec) {
+      differences.push_back(fmt::format("modified {}.{:09} instead of {}.{:09}: {}", r.mtime.tv_sec,
+                                        r.mtime.tv_nsec, l.mtime.tv_sec, l.mtime.tv_nsec, name));
     } else if (l.link != r.link) {
       differences.push_back(fmt::format("link to {} instead of {}: {}", r.link, l.link, name));
     } else if (l.size != r.size || (l.type == fs::file_type::regular &&
