@@ -79,6 +79,17 @@ class Layout {
   virtual std::unique_ptr<Layout> reader() const = 0;
   // The history of `path`, oldest first; empty when it was never archived.
   virtual Expected<std::vector<Version>> versions(std::string_view path) = 0;
+  // The histories of `paths`, in order, as versions() gives each (or why it could not be
+  // read), to `each`, which returns false to stop. A layout that can reads them all from one
+  // snapshot, so that a restore sees the tree as one moment left it; this one reads each
+  // path in turn.
+  using EachHistory = std::function<bool(std::size_t, Expected<std::vector<Version>>)>;
+  virtual Done each_history(const std::vector<std::string>& paths, const EachHistory& each) {
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (!each(i, versions(paths[i]))) break;
+    }
+    return Ok{};
+  }
   // The archived paths directly beneath `dir` (with those known only as parents), sorted.
   virtual Expected<std::vector<std::string>> children(std::string_view dir) = 0;
   // `dir` and every archived path beneath it, sorted (empty when `dir` is unknown).

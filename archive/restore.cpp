@@ -123,40 +123,45 @@ Expected<RestoreReport> restore_one(Layout& layout, const std::string& path, con
   return report;
 }
 
-// The version of each path of `within` at the chosen time, sorted by components. Paths
-// that did not exist then are counted as skipped; histories that cannot be read and names
-// that cannot be a file's are problems.
+// The version of each path of `within` at the chosen time (read from one snapshot where the
+// layout can), sorted by components. Paths that did not exist then are counted as skipped;
+// histories that cannot be read and names that cannot be a file's are problems.
 Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string& path,
                                               const std::vector<std::string>& within,
                                               const Chosen& chosen,
                                               const std::function<bool()>& cancelled,
                                               RestoreReport& report) {
   std::vector<TreeEntry> entries;
-  for (const auto& p : within) {
-    if (cancelled && cancelled()) return retry("cancelled");
+  bool stopped = false;
+  TRY(layout.each_history(within, [&](std::size_t i, Expected<std::vector<Version>> history) {
+    if (cancelled && cancelled()) {
+      stopped = true;
+      return false;
+    }
+    const std::string& p = within[i];
     std::optional<Version> version;
     if (p == path) {
       if (chosen.own != nullptr) version = *chosen.own;
-    } else {
-      auto history = layout.versions(p);
-      if (!history) {
-        report.problems.push_back(history.error());
-        continue;
-      }
-      if (const Version* v = pick(*history, chosen.at_limit)) version = *v;
+    } else if (!history) {
+      report.problems.push_back(history.error());
+      return true;
+    } else if (const Version* v = pick(*history, chosen.at_limit)) {
+      version = *v;
     }
-    if (!version) continue;  // not archived yet then, or a parent known only by name
+    if (!version) return true;  // not archived yet then, or a parent known only by name
     if (!version->exists()) {
       ++report.skipped;
-      continue;
+      return true;
     }
     auto parts = components_below(p, path);
     if (!std::all_of(parts.begin(), parts.end(), valid_component)) {
       report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown_path(p)));
-      continue;
+      return true;
     }
     entries.push_back(TreeEntry{std::move(parts), std::move(*version)});
-  }
+    return true;
+  }));
+  if (stopped) return retry("cancelled");
   std::sort(entries.begin(), entries.end(),
             [](const TreeEntry& a, const TreeEntry& b) { return a.parts < b.parts; });
   return entries;

@@ -98,6 +98,23 @@ Expected<std::vector<Version>> Catalog::versions(std::string_view path) const {
   return impl_->read([&] { return impl_->history(path, -1); });
 }
 
+Done Catalog::each_history(
+    const std::vector<std::string>& paths,
+    const std::function<bool(std::size_t, Expected<std::vector<Version>>)>& each) const {
+  // (Inside a transaction already, its snapshot is the one read.)
+  const bool own = sqlite3_get_autocommit(impl_->db.handle()) != 0;
+  if (own) TRY(impl_->db.exec("BEGIN"));
+  Defer end([&] {
+    if (own) (void)impl_->db.exec("COMMIT");
+  });
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    auto history = impl_->history(paths[i], -1);
+    if (!history && impl_->schema_changed()) history = impl_->history(paths[i], -1);
+    if (!each(i, std::move(history))) break;
+  }
+  return Ok{};
+}
+
 Expected<std::optional<Version>> Catalog::latest(std::string_view path) const {
   TRY_ASSIGN(std::vector<Version> last, impl_->read([&] { return impl_->history(path, 1); }));
   if (last.empty()) return std::optional<Version>();

@@ -125,6 +125,15 @@ Expected<std::vector<Version>> Format2Layout::versions(std::string_view path) {
   return versions;
 }
 
+Done Format2Layout::each_history(const std::vector<std::string>& paths, const EachHistory& each) {
+  return catalog_->each_history(paths, [&](std::size_t i, Expected<std::vector<Version>> versions) {
+    if (versions) {
+      for (auto& v : staged_.versions_of(paths[i])) versions->push_back(std::move(v));
+    }
+    return each(i, std::move(versions));
+  });
+}
+
 Expected<std::vector<std::string>> Format2Layout::children(std::string_view dir) {
   TRY_ASSIGN(std::vector<std::string> children, catalog_->children(dir));
   for (auto& p : staged_within(dir, true)) children.push_back(std::move(p));

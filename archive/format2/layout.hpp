@@ -49,6 +49,7 @@ class Format2Layout final : public WritableLayout {
   // name blobs only this view can find).
   std::unique_ptr<Layout> reader() const override;
   Expected<std::vector<Version>> versions(std::string_view path) override;
+  Done each_history(const std::vector<std::string>& paths, const EachHistory& each) override;
   Expected<std::vector<std::string>> children(std::string_view dir) override;
   Expected<std::vector<std::string>> paths_within(std::string_view dir,
                                                   Unplaced* unplaced) override;

@@ -198,6 +198,41 @@ TEST(Catalog, TwoProcessesCommitToOneCatalog) {
   }
 }
 
+// A restore reads the histories of a whole tree at once: from one snapshot, so that a
+// version committed meanwhile (by an archiver, another process) is in all of them or none.
+TEST(Catalog, HistoriesReadTogetherComeFromOneSnapshot) {
+  test::TempDir dir;
+  const std::string file = dir / "catalog.db";
+  Catalog writer = open_catalog(file);
+  CatalogBatch first;
+  for (const char* path : {"/t/a", "/t/b", "/t/c"}) add_file(first, path, file_version(1, path));
+  ASSERT_TRUE(writer.commit(first));
+  auto reader = Catalog::open(file, OpenMode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  const std::vector<std::string> paths{"/t/a", "/t/b", "/t/c", "/t/none"};
+  std::vector<std::size_t> lengths;
+  ASSERT_TRUE(reader->each_history(paths, [&](std::size_t i, Expected<std::vector<Version>> h) {
+    EXPECT_TRUE(h) << h.error();
+    lengths.push_back(h ? h->size() : 99);
+    if (i == 0) {  // after the first history is read, a second version of each
+      CatalogBatch second;
+      for (const char* path : {"/t/a", "/t/b", "/t/c"}) {
+        add_file(second, path, file_version(2, std::string(path) + "2"));
+      }
+      EXPECT_TRUE(writer.commit(second));
+    }
+    return true;
+  }));
+  EXPECT_EQ(lengths, (std::vector<std::size_t>{1, 1, 1, 0}));
+  // Read again, every history has the second version; `each` stops the reading.
+  lengths.clear();
+  ASSERT_TRUE(reader->each_history(paths, [&](std::size_t i, Expected<std::vector<Version>> h) {
+    lengths.push_back(h ? h->size() : 99);
+    return i < 1;
+  }));
+  EXPECT_EQ(lengths, (std::vector<std::size_t>{2, 2}));
+}
+
 TEST(Catalog, LookUpsBetweenCommitsLeaveNoReadOpenAndTheWalStaysBounded) {
   test::TempDir dir;
   const std::string file = dir / "catalog.db";
@@ -260,9 +295,10 @@ TEST(Catalog, ASchemaNewerThanThisReleaseIsRefusedAndLeftAsItIs) {
   for (const OpenMode mode : {OpenMode::ReadOnly, OpenMode::ReadWrite}) {
     auto catalog = Catalog::open(file, mode);
     ASSERT_FALSE(catalog);
-    EXPECT_NE(catalog.error().find(fmt::format("schema version {}, newer than this release reads ({})",
-                                               kCatalogSchema + 1, kCatalogSchema)),
-              std::string::npos)
+    EXPECT_NE(
+        catalog.error().find(fmt::format("schema version {}, newer than this release reads ({})",
+                                         kCatalogSchema + 1, kCatalogSchema)),
+        std::string::npos)
         << catalog.error();
   }
   auto db = sqlite::Database::open(file, false);
