@@ -108,6 +108,9 @@ class Layout {
   // layout's own structure checked. Adds to `report`.
   virtual void verify_storage(ContentUsers users, VerifyReport& report,
                               const std::function<void(std::string_view)>& progress) = 0;
+  // Verify is about to walk every history: a layout may begin reading its storage back
+  // meanwhile, for verify_storage to finish.
+  virtual void begin_verify_storage() {}
   // The moments whose state the archive still holds whole, scope by scope (FORMAT.md,
   // "Retention"): every one (no from_ns) until a forget first thins it.
   virtual Expected<KeptScopes> kept_moments() = 0;

@@ -89,27 +89,39 @@ VerifyReport verify_archive(Layout& layout, const std::string& root,
   VerifyReport report;
   check_private(root, report);
   ContentUsers users;
+  layout.begin_verify_storage();
   auto paths = layout.archived_paths();
   if (!paths) {
     report.problems.push_back(paths.error());
     return report;
   }
-  for (const auto& path : *paths) {
+  // One snapshot for every history (and, read inside it, what retention removed of each).
+  bool stopped = false;
+  const auto each = [&](std::size_t i, Expected<std::vector<Version>> versions) {
     if (cancelled && cancelled()) {
-      report.problems.push_back("verify cancelled before it finished");
-      return report;
+      stopped = true;
+      return false;
     }
-    auto versions = layout.versions(path);
+    const std::string& path = (*paths)[i];
     if (!versions) {
       report.problems.push_back(versions.error());
-      continue;
+      return true;
     }
     auto forgotten = layout.forgotten(path);
     if (!forgotten) {
       report.problems.push_back(forgotten.error());
-      continue;
+      return true;
     }
     check_history(path, *versions, *forgotten, layout, users, report);
+    return true;
+  };
+  if (auto read = layout.each_history(*paths, each); !read) {
+    report.problems.push_back(read.error());
+    return report;
+  }
+  if (stopped) {
+    report.problems.push_back("verify cancelled before it finished");
+    return report;
   }
   if (progress) {
     progress(

@@ -58,6 +58,7 @@ class Format2Layout final : public WritableLayout {
   std::vector<std::string> content_ids(const Version& v) const override { return v.chunks; }
   void verify_storage(ContentUsers users, VerifyReport& report,
                       const std::function<void(std::string_view)>& progress) override;
+  void begin_verify_storage() override;
 
   // WritableLayout
   Expected<std::optional<Version>> latest(std::string_view path) override;
@@ -92,6 +93,15 @@ class Format2Layout final : public WritableLayout {
   Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) override;
 
  private:
+  // Verify's read-back of the blobs begun before the walk of the histories (verify.cpp).
+  struct EarlyCheck;
+  struct EndEarlyCheck {
+    void operator()(EarlyCheck* check) const;
+  };
+  std::unique_ptr<EarlyCheck, EndEarlyCheck> early_check_;
+  std::optional<std::vector<std::optional<std::string>>> blob_problems(
+      const std::vector<std::pair<std::string, BlobRef>>& blobs,
+      const std::function<void(std::string_view)>& progress);
   // A closed group: its versions and blobs are those of `staged_` before `end`, committed
   // once its pack sync (run by `worker_`) is done, then answered once the journal is synced.
   struct ClosedGroup {

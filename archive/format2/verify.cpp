@@ -1,6 +1,7 @@
 // Format 2's part of verify (FORMAT.md, "Verify"): the catalog's own check; the parts of its
 // tree no path reaches; every indexed blob read from its pack, decompressed and re-hashed,
-// pack by pack in file order, several packs at once; every blob a version names found in the index;
+// pack by pack in file order, several packs at once, beginning before verify walks the
+// histories; every blob a version names found in the index;
 // pack records no commit names counted.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -130,6 +131,68 @@ void check_tree(const Catalog& catalog, ContentUsers& users, VerifyReport& repor
 
 }  // namespace
 
+// The blobs indexed when verify began, read back on threads of their own while verify walks
+// the histories (the walk of a copy of /usr/share took 0.8 s of a 1.8 s verify, the
+// read-back ran after it). Blobs indexed later, or moved since by a collection, are read
+// back by verify_storage.
+struct Format2Layout::EarlyCheck {
+  std::vector<std::pair<std::string, BlobRef>> blobs;
+  std::optional<std::vector<std::optional<std::string>>> found;
+  std::atomic<bool> stop{false};
+  std::jthread thread;  // last: joined first
+};
+
+void Format2Layout::EndEarlyCheck::operator()(EarlyCheck* check) const {
+  check->stop = true;
+  if (check->thread.joinable()) check->thread.join();
+  delete check;
+}
+
+void Format2Layout::begin_verify_storage() {
+  auto blobs = catalog_->all_blobs();
+  if (!blobs) return;  // read again, and its failure named, by verify_storage
+  early_check_.reset(new EarlyCheck);
+  early_check_->blobs = std::move(*blobs);
+  early_check_->thread = std::jthread([this, check = early_check_.get()] {
+    check->found = check_blobs(root_ + "/packs", check->blobs,
+                               [this, check] { return check->stop || cancelled(); }, {});
+  });
+}
+
+// Each blob's problem, if any, at its index: what the early check found for a blob still
+// where it was then, the rest read back now.
+std::optional<std::vector<std::optional<std::string>>> Format2Layout::blob_problems(
+    const std::vector<std::pair<std::string, BlobRef>>& blobs,
+    const std::function<void(std::string_view)>& progress) {
+  const auto cancel = [this] { return cancelled(); };
+  const std::string packs = root_ + "/packs";
+  std::unique_ptr<EarlyCheck, EndEarlyCheck> early = std::move(early_check_);
+  if (!early) return check_blobs(packs, blobs, cancel, progress);
+  early->thread.join();
+  if (!early->found) return std::nullopt;
+  std::map<std::string_view, std::size_t> early_at;
+  for (std::size_t i = 0; i < early->blobs.size(); ++i) early_at[early->blobs[i].first] = i;
+  std::vector<std::optional<std::string>> found(blobs.size());
+  std::vector<std::pair<std::string, BlobRef>> rest;
+  std::vector<std::size_t> rest_at;
+  for (std::size_t i = 0; i < blobs.size(); ++i) {
+    const auto& [id, ref] = blobs[i];
+    const auto it = early_at.find(id);
+    const BlobRef* then = it == early_at.end() ? nullptr : &early->blobs[it->second].second;
+    if (then != nullptr && then->pack == ref.pack && then->offset == ref.offset &&
+        then->stored == ref.stored && then->raw == ref.raw) {
+      found[i] = std::move((*early->found)[it->second]);
+      continue;
+    }
+    rest.push_back(blobs[i]);
+    rest_at.push_back(i);
+  }
+  auto rest_found = check_blobs(packs, rest, cancel, progress);
+  if (!rest_found) return std::nullopt;
+  for (std::size_t j = 0; j < rest.size(); ++j) found[rest_at[j]] = std::move((*rest_found)[j]);
+  return found;
+}
+
 void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
                                    const std::function<void(std::string_view)>& progress) {
   // The catalog's failures are named in its own words, as its findings are.
@@ -145,8 +208,7 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
     return;
   }
   const std::string packs = root_ + "/packs";
-  const auto found = check_blobs(
-      packs, *blobs, [this] { return cancelled(); }, progress);
+  const auto found = blob_problems(*blobs, progress);
   if (!found) {
     report.problems.push_back("cancelled");
     return;

@@ -110,6 +110,39 @@ TEST_F(Verify2Test, AFlippedByteInAPackIsNamedWithItsUsers) {
   EXPECT_EQ(found.find(escape_bytes(dir_ / "src/c") + " v1"), std::string::npos) << found;
 }
 
+// Verify begins reading the blobs back before it walks the histories; a blob indexed after
+// it began (an archiver at work beside it) is read back too, and its damage named.
+TEST_F(Verify2Test, ABlobIndexedWhileVerifyRunsIsReadBackToo) {
+  auto reader = Store::open(dir_ / "archive", Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  std::string late;
+  for (int i = 0; i < 5000; ++i) late += std::to_string(i * 104729) + ",";
+  write_file(dir_ / "src/late", late);
+  bool archived = false;
+  const VerifyReport report = reader->verify([&](std::string_view line) {
+    if (archived || line.find("histories") == std::string_view::npos) return;
+    archived = true;  // after the walk of the histories, before the blobs are compared
+    archive(dir_ / "src/late");
+    std::string newest;
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(dir_ / "archive/packs")) {
+      if (entry.is_regular_file() &&
+          (newest.empty() || std::filesystem::last_write_time(entry.path()) >=
+                                 std::filesystem::last_write_time(newest))) {
+        newest = entry.path().string();
+      }
+    }
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(newest)) - 20);
+    f.put('\x7f');  // inside the late file's blob, the last one written
+  });
+  ASSERT_TRUE(archived);
+  std::string found;
+  for (const auto& p : report.problems) found += p + "\n";
+  EXPECT_NE(found.find("damaged blob " + sha256_hex(late)), std::string::npos) << found;
+  EXPECT_EQ(report.objects, 3u) << found;
+}
+
 TEST_F(Verify2Test, ATruncatedOrMissingPackIsNamedAndATornTailIsNot) {
   const std::string file = pack();
   const auto size = std::filesystem::file_size(file);
