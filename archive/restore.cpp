@@ -178,8 +178,9 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   bool created_root = false;
   TRY_ASSIGN(const UniqueFd root_fd, open_destination(dest, true, &created_root));
   const auto meminfo = read_small_file("/proc/meminfo", 1 << 16);
-  PlacePool pool(layout, options,
-                 choose_durability(options.durability, meminfo ? *meminfo : std::string()));
+  PlacePool pool(
+      layout, options,
+      choose_durability(options.durability, meminfo ? *meminfo : std::string(), entries.size()));
   TreeWriter writer(pool, options, root_fd.get(), dest, report);
   for (const auto& entry : entries) {
     if (cancelled && cancelled()) return retry("cancelled");

@@ -34,7 +34,7 @@ std::size_t worker_count() { return std::clamp<std::size_t>(usable_cores(), 2, 4
 
 }  // namespace
 
-Durability choose_durability(Durability asked, std::string_view meminfo) {
+Durability choose_durability(Durability asked, std::string_view meminfo, std::size_t entries) {
   if (asked != Durability::Auto) return asked;
   std::uint64_t pending = 0;
   int found = 0;
@@ -49,8 +49,8 @@ Durability choose_durability(Durability asked, std::string_view meminfo) {
     pending += kib * 1024;
     ++found;
   }
-  return found == 2 && pending <= kQuietPending ? Durability::WholeFilesystem
-                                                : Durability::EachFile;
+  const std::uint64_t bound = std::max(kQuietPending, kPendingPerEntry * entries);
+  return found == 2 && pending <= bound ? Durability::WholeFilesystem : Durability::EachFile;
 }
 
 PlacePool::PlacePool(Layout& layout, const RestoreOptions& options, Durability durability)

@@ -825,14 +825,17 @@ TEST(RestoreDurability, ChosenByThePendingWritesAsTheRestoreBegins) {
   const std::string quiet = "MemTotal: 100 kB\nDirty:     1200 kB\nWriteback:   0 kB\n";
   const std::string busy = "MemTotal: 100 kB\nDirty:  1500000 kB\nWriteback:   0 kB\n";
   const std::string writing = "MemTotal: 100 kB\nDirty:  0 kB\nWriteback:  90000 kB\n";
-  EXPECT_EQ(choose_durability(Durability::Auto, quiet), Durability::WholeFilesystem);
-  EXPECT_EQ(choose_durability(Durability::Auto, busy), Durability::EachFile);
-  EXPECT_EQ(choose_durability(Durability::Auto, writing), Durability::EachFile);
-  EXPECT_EQ(choose_durability(Durability::Auto, ""), Durability::EachFile);
-  EXPECT_EQ(choose_durability(Durability::Auto, "MemTotal: 1 kB\nDirty: x kB\n"),
+  EXPECT_EQ(choose_durability(Durability::Auto, quiet, 10), Durability::WholeFilesystem);
+  EXPECT_EQ(choose_durability(Durability::Auto, busy, 5572), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::Auto, writing, 1), Durability::EachFile);
+  // Many files: a flush each would cost more than waiting for the others' writes.
+  EXPECT_EQ(choose_durability(Durability::Auto, busy, 61500), Durability::WholeFilesystem);
+  EXPECT_EQ(choose_durability(Durability::Auto, writing, 800), Durability::WholeFilesystem);
+  EXPECT_EQ(choose_durability(Durability::Auto, "", 100000), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::Auto, "MemTotal: 1 kB\nDirty: x kB\n", 100000),
             Durability::EachFile);
-  EXPECT_EQ(choose_durability(Durability::EachFile, quiet), Durability::EachFile);
-  EXPECT_EQ(choose_durability(Durability::WholeFilesystem, busy), Durability::WholeFilesystem);
+  EXPECT_EQ(choose_durability(Durability::EachFile, quiet, 100000), Durability::EachFile);
+  EXPECT_EQ(choose_durability(Durability::WholeFilesystem, busy, 1), Durability::WholeFilesystem);
 }
 
 // A store whose group is open holds versions no other view of the archive can read yet: a
