@@ -99,6 +99,10 @@ class Format2Layout final : public WritableLayout {
     void operator()(EarlyCheck* check) const;
   };
   std::unique_ptr<EarlyCheck, EndEarlyCheck> early_check_;
+  // A blob's id and where it is, hashed: the early check's record of what it read (two
+  // blobs told apart unless both 64-bit hashes meet).
+  using BlobKey = std::pair<std::size_t, std::uint64_t>;
+  static BlobKey blob_key(const std::string& id, const BlobRef& ref);
   std::optional<std::vector<std::optional<std::string>>> blob_problems(
       const std::vector<std::pair<std::string, BlobRef>>& blobs,
       const std::function<void(std::string_view)>& progress);
