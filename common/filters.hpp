@@ -3,7 +3,7 @@
 // and `max_file_size` of the configuration. Immutable after construction, so safe to use
 // from several threads.
 //
-// Glob rules (decided here; README "Filters"):
+// Glob rules (decided here; docs/decisions.md, "The monitor"):
 //   - `*` and `?` match within one path component, `**` matches across `/`, `[a-z]`,
 //     `[!a]` / `[^a]` are classes, `\` quotes the next character;
 //   - a pattern without `/` is matched against the name of every component below the

@@ -26,6 +26,8 @@ for prefix in /usr /usr/local; do
     expect_file "$stage$etc/timewarp/timewarp.toml"
     expect_file "$stage$prefix/share/doc/timewarp/examples/timewarp.toml.example"
     expect_file "$stage$prefix/share/doc/timewarp/operations.md"
+    expect_file "$stage$prefix/share/doc/timewarp/FORMAT.md"
+    expect_file "$stage$prefix/share/doc/timewarp/decisions.md"
     unit="$stage$prefix/lib/systemd/system/timewarp-monitor.service"
     pkg_check_unit "$unit" "$prefix/bin" "$etc/timewarp/timewarp.toml"
     # Nothing else lands in bin/ (no test or benchmark programs).
