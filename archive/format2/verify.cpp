@@ -190,6 +190,7 @@ std::optional<std::vector<std::optional<std::string>>> Format2Layout::blob_probl
   if (!early) return check_blobs(packs, blobs, cancel, progress);
   early->thread.join();
   if (!early->finished) return std::nullopt;
+  if (progress) progress(fmt::format("checked {} blobs", early->keys.size()));
   std::vector<std::optional<std::string>> found(blobs.size());
   std::vector<std::pair<std::string, BlobRef>> rest;
   std::vector<std::size_t> rest_at;
