@@ -6,6 +6,7 @@
 #include "cli/archive_commands.hpp"
 #include "cli/check_command.hpp"
 #include "cli/control_commands.hpp"
+#include "cli/help.hpp"
 #include "cli/queue_commands.hpp"
 #include "cli/retention_commands.hpp"
 #include "common/config.hpp"
@@ -13,8 +14,8 @@
 
 int main(int argc, char** argv) {
   tw::Config config;
-  CLI::App app{
-      "timewarp: status, enqueue, versions, restore, verify, check and forget for TimeWarp."};
+  CLI::App app{"timewarp: the operator's tool of TimeWarp, which keeps every version of every "
+                "file:\nthe queue's progress, the archive's versions, restore, verify, retention."};
   app.name("timewarp");
   app.require_subcommand(1);
   tw::add_config_options(app, config);
@@ -24,7 +25,11 @@ int main(int argc, char** argv) {
   tw::cli::add_check_command(app, config, run);
   tw::add_retention_commands(app, config, run);
   tw::cli::add_control_commands(app, config, run);
-  if (const int code = tw::parse_command_line(app, argc, argv); code >= 0) return code;
+  tw::cli::add_help_commands(app, config, run);  // last: it hides the keys and adds examples
+  if (const int code = tw::parse_command_line(app, argc, argv, tw::ConfigSearch::Search, &config);
+      code >= 0) {
+    return code;
+  }
   if (config.log_level == "info") config.log_level = "warn";  // quiet unless asked
   if (const int code = tw::setup_logging("timewarp", config); code >= 0) return code;
   try {

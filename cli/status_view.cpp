@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
+#include "common/version.hpp"
 
 namespace tw::cli {
 namespace {
@@ -246,7 +247,8 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
                                {"error", e.error},
                                {"failing_for_seconds", e.failing_for}});
   }
-  Json doc{{"time", report.time},
+  Json doc{{"version", kVersion},
+           {"time", report.time},
            {"database", options.database},
            {"backlog",
             {{"claimable", c.claimable},

@@ -1,5 +1,8 @@
 #include "common/config.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/archivers.hpp"
 
 #include <CLI/CLI.hpp>
@@ -8,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string_view>
@@ -17,6 +21,7 @@
 
 #include "common/folder_policy.hpp"
 #include "common/mask_conninfo.hpp"
+#include "common/version.hpp"
 
 namespace tw {
 namespace {
@@ -282,16 +287,41 @@ std::string config_keys_markdown() {
   return out;
 }
 
+std::string config_keys_text() {
+  const auto plain = [](std::string text) {
+    std::erase(text, '`');
+    return text;
+  };
+  std::string out;
+  for (const ConfigKey& key : kConfigKeys) {
+    out += fmt::format("{}\n  {}", key.name, key.description);
+    if (!key.more.empty()) out += fmt::format("; {}", plain(std::string(key.more)));
+    out += fmt::format("\n  flag {}, environment {}; default {}; {}\n", flag_names(key),
+                       env_name(key), plain(default_text(key)), plain(allowed(key)));
+  }
+  return out;
+}
+
 void add_config_options(CLI::App& app, Config& c) {
-  app.set_config("--config", "", "configuration file (TOML/INI)");
+  app.set_config("--config", "",
+                 "configuration file (TOML/INI); default: the first found of "
+                 "TIMEWARP_CONFIG, ./.timewarp.toml, "
+                 "~/.config/timewarp/timewarp.toml, /etc/timewarp/timewarp.toml");
   app.allow_config_extras(CLI::config_extras_mode::error);
+  // Read by parse_command_line before CLI11 parses: no file unless --config names one.
+  app.add_flag_function(
+         "--no-config", [](std::int64_t) {}, "read no configuration file")
+      ->configurable(false);
+  app.set_version_flag(
+      "--version", [&app] { return fmt::format("{} {}", app.get_name(), kVersion); },
+      "print the version and exit");
 
   for (const ConfigKey& key : kConfigKeys) {
     const auto add = [&](auto& value) {
       return app.add_option(flag_names(key), value, std::string(key.description))
           ->envname(env_name(key))
           ->capture_default_str()
-          ->group("Configuration (file key, flag or environment)");
+          ->group(std::string(kConfigGroup));
     };
     std::visit(Overloaded{[&](const ChoiceKey& k) {
                             add(c.*k.field)
@@ -306,8 +336,8 @@ void add_config_options(CLI::App& app, Config& c) {
                             auto* option = add(c.*k.field);
                             if (k.check == nullptr) return;
                             option->check(CLI::Validator(
-                                [check = k.check](std::string& item) { return check(item); },
-                                "", std::string(key.name)));
+                                [check = k.check](std::string& item) { return check(item); }, "",
+                                std::string(key.name)));
                           },
                           [&](const auto& k) { add(c.*k.field); }},
                key.value);
@@ -327,46 +357,146 @@ void add_config_options(CLI::App& app, Config& c) {
 
 namespace {
 
-bool given_on_command_line(const CLI::Option& option, int argc, char** argv) {
+// Whether argv holds `flag` (alone or as flag=value) before a "--".
+bool has_flag(std::string_view flag, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") break;
-    for (const auto& name : option.get_lnames()) {
-      const std::string flag = "--" + name;
-      if (arg == flag || (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
-                          arg[flag.size()] == '=')) {
-        return true;
-      }
+    if (arg == flag || (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
+                        arg[flag.size()] == '=')) {
+      return true;
     }
   }
   return false;
 }
 
+bool given_on_command_line(const CLI::Option& option, int argc, char** argv) {
+  const auto& names = option.get_lnames();
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& name) { return has_flag("--" + name, argc, argv); });
+}
+
+// A file found without being named is read only when nobody else could have put words in it:
+// owned by this user or root, writable by no one else (a `./.timewarp.toml` in a shared folder
+// must not steer a root's restore). Nothing there: false, silently.
+bool trusted_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if ((st.st_uid != ::geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    std::cerr << fmt::format(
+        "warning: ignoring configuration file {}: it belongs to another user or others may "
+        "write it (name it with --config to read it anyway)\n",
+        path);
+    return false;
+  }
+  return true;
+}
+
+std::string user_config_file() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg == '/') return fmt::format("{}/timewarp/timewarp.toml", xdg);
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home != '/') return {};
+  return fmt::format("{}/.config/timewarp/timewarp.toml", home);
+}
+
 }  // namespace
 
-int parse_command_line(CLI::App& app, int argc, char** argv) {
+std::optional<FoundConfig> find_config_file(ConfigSearch search) {
+  if (search == ConfigSearch::Off) return std::nullopt;
+  const char* named = std::getenv("TIMEWARP_CONFIG");
+  if (named != nullptr && *named != '\0') return FoundConfig{named, "TIMEWARP_CONFIG"};
+  char cwd[4096];
+  const std::string here = ::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "";
+  const std::pair<std::string, const char*> candidates[] = {
+      {here.empty() ? "" : (here == "/" ? "" : here) + "/.timewarp.toml", "project"},
+      {user_config_file(), "user"},
+      {"/etc/timewarp/timewarp.toml", "system"},
+  };
+  for (const auto& [file, how] : candidates) {
+    if (!file.empty() && trusted_file(file)) return FoundConfig{file, how};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Where each key's value came from, once parsed.
+void record_origins(const CLI::App& app, int argc, char** argv,
+                    const std::vector<std::pair<std::string, std::string>>& from_env,
+                    Config& config) {
+  config.key_origins.clear();
+  for (const ConfigKey& key : kConfigKeys) {
+    const CLI::Option* option = app.get_option_no_throw("--" + dashed(key.name));
+    if (option == nullptr) continue;
+    std::string origin = "default";
+    const std::string flag = "--" + option->get_lnames().front();
+    const auto env = std::find_if(from_env.begin(), from_env.end(),
+                                  [&](const auto& pair) { return pair.first == flag; });
+    if (given_on_command_line(*option, argc, argv)) {
+      origin = "command line";
+    } else if (env != from_env.end()) {
+      origin = "environment " + env->second;
+    } else if (option->count() > 0) {
+      origin = "file " + config.config_file;
+    }
+    config.key_origins.emplace(std::string(key.name), std::move(origin));
+  }
+}
+
+// Each environment variable of a key not set on the command line, handed to CLI11 as a flag:
+// precedence is flags, then environment, then file, and CLI11 reads the file before the
+// environment. Returns (flag, variable) for each.
+std::vector<std::pair<std::string, std::string>> env_as_flags(const CLI::App& app, int argc,
+                                                              char** argv,
+                                                              std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::string>> from_env;
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string& env = option->get_envname();
+    const char* value = env.empty() ? nullptr : std::getenv(env.c_str());
+    if (value == nullptr || *value == '\0' || option->get_lnames().empty()) continue;
+    if (given_on_command_line(*option, argc, argv)) continue;
+    const std::string flag = "--" + option->get_lnames().front();
+    args.insert(args.begin() + 1, fmt::format("{}={}", flag, value));
+    from_env.emplace_back(flag, env);
+  }
+  return from_env;
+}
+
+}  // namespace
+
+int parse_command_line(CLI::App& app, int argc, char** argv, ConfigSearch search, Config* config) {
   std::vector<std::pair<std::string, std::string>> from_env;  // flag, environment variable
   try {
-    // Precedence is flags, then environment, then file. CLI11 reads the file before the
-    // environment, so an environment value is handed to it as a flag unless the command
-    // line already sets that key.
     std::vector<std::string> args(argv, argv + argc);
-    for (const CLI::Option* option : app.get_options()) {
-      const std::string& env = option->get_envname();
-      const char* value = env.empty() ? nullptr : std::getenv(env.c_str());
-      if (value == nullptr || *value == '\0' || option->get_lnames().empty()) continue;
-      if (given_on_command_line(*option, argc, argv)) continue;
-      const std::string flag = "--" + option->get_lnames().front();
-      args.insert(args.begin() + 1, fmt::format("{}={}", flag, value));
-      from_env.emplace_back(flag, env);
+    from_env = env_as_flags(app, argc, argv, args);
+    std::string file;
+    if (!has_flag("--config", argc, argv) && !has_flag("--no-config", argc, argv)) {
+      if (const auto found = find_config_file(search)) {
+        file = found->file;
+        if (::access(file.c_str(), R_OK) != 0) {
+          std::cerr << fmt::format("{}: configuration file {} (from {}) cannot be read: {}\n",
+                                   app.get_name(), file, found->how, std::strerror(errno));
+          return 2;
+        }
+        args.insert(args.begin() + 1, "--config=" + file);
+      }
     }
     std::vector<char*> pointers;
     for (auto& arg : args) pointers.push_back(arg.data());
     app.parse(static_cast<int>(pointers.size()), pointers.data());
+    if (config != nullptr) {
+      const CLI::Option* named = app.get_option_no_throw("--config");
+      config->config_file =
+          named != nullptr && named->count() > 0 ? named->as<std::string>() : file;
+      record_origins(app, argc, argv, from_env, *config);
+    }
     return -1;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ConfigError& e) {
     std::string what = e.what();

@@ -7,6 +7,8 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,6 +77,12 @@ struct Config {
   std::string timewarp_exe;                // the monitor's retention runs; default: beside it
   std::string archiver_exe;                // default: timewarp-archiver beside this executable
   std::vector<std::string> archiver_args;  // extra arguments for every archiver
+
+  // Set by parse_command_line: the configuration file read (empty: none) and where each key's
+  // value came from (ConfigOrigin), for `timewarp config` and for a child that must read the
+  // same file.
+  std::string config_file;
+  std::map<std::string, std::string, std::less<>> key_origins;
 };
 
 // The table of configuration keys (config_keys()): one entry per key of Config, from which
@@ -137,14 +145,41 @@ std::string key_value(const ConfigKey& key, const Config& config);
 
 // The keys as a Markdown table (key, environment, default, allowed, meaning): the README's.
 std::string config_keys_markdown();
+// The same for a terminal (`timewarp help config`): each key, what it means, its flags,
+// environment variable, default and what it accepts.
+std::string config_keys_text();
 
-// Adds --config and a flag for every key of Config to `app`.
+// The help group of every key's flag (a program may hide it from its --help).
+inline constexpr std::string_view kConfigGroup = "Configuration (file key, flag or environment)";
+
+// Adds --config, --no-config, --version and a flag for every key of Config to `app`.
 void add_config_options(CLI::App& app, Config& config);
 
-// Parses the command line into `app`. Returns -1 when the program should go on, or an exit
-// code (0 for --help, 2 for bad input) after printing one clear message that names the
-// offending key or flag.
-int parse_command_line(CLI::App& app, int argc, char** argv);
+// Whether a program looks for a configuration file its command line does not name
+// (ARCHITECTURE.md, "Configuration"): the programs people start do; the scheduler and the
+// archivers, started with every key as a flag, read only a file named on their command line.
+enum class ConfigSearch { Off, Search };
+
+// Where a configuration file is looked for (ConfigSearch::Search), in order, when neither
+// --config nor --no-config is given: TIMEWARP_CONFIG (which must exist), the project's
+// `./.timewarp.toml` (owned by this user or root, writable by no one else, as `scripts/run`
+// writes it), the user's `$XDG_CONFIG_HOME/timewarp/timewarp.toml` (default
+// `~/.config/...`) and `/etc/timewarp/timewarp.toml`. The first that exists is read.
+// Returns the file and how it was found ("TIMEWARP_CONFIG", "project", "user", "system"),
+// or nothing; a found file that others may write is skipped with a warning on stderr.
+struct FoundConfig {
+  std::string file;
+  std::string how;
+};
+std::optional<FoundConfig> find_config_file(ConfigSearch search);
+
+// Parses the command line into `app` (the file found as find_config_file says, unless the
+// command line names one or says --no-config). Returns -1 when the program should go on, or
+// an exit code (0 for --help and --version, 2 for bad input) after printing one clear
+// message that names the offending key or flag. `config` (optional; the one bound to `app`)
+// gets config_file and key_origins.
+int parse_command_line(CLI::App& app, int argc, char** argv,
+                       ConfigSearch search = ConfigSearch::Off, Config* config = nullptr);
 
 // The resolved configuration as command-line flags for a child process: for the scheduler,
 // every key it reaches (Audience::Scheduler or Archiver) and the internal archiver_exe and

@@ -17,6 +17,7 @@
 #include "common/fd.hpp"
 #include "common/mutex.hpp"
 #include "common/thread_annotations.hpp"
+#include "common/version.hpp"
 
 namespace tw {
 namespace {
@@ -70,6 +71,8 @@ int setup_logging(const std::string& program, const Config& config) {
   logger->set_level(spdlog::level::from_str(config.log_level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
+  // Each log begins with who writes it: which program of which release.
+  spdlog::info("{} {}", program, kVersion);
   return -1;
 }
 

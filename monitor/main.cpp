@@ -24,7 +24,7 @@ int parse(tw::Config& config, int argc, char** argv) {
   CLI::App app{kDescription};
   app.name("timewarp-monitor");
   tw::add_config_options(app, config);
-  return tw::parse_command_line(app, argc, argv);
+  return tw::parse_command_line(app, argc, argv, tw::ConfigSearch::Search, &config);
 }
 
 }  // namespace

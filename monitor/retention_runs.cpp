@@ -76,6 +76,8 @@ void RetentionRuns::start(const Config& config) {
   spec.args = {"forget", "--summary", "--low-priority"};
   const auto keys = config_to_args(config, kRunKeys);
   spec.args.insert(spec.args.end(), keys.begin(), keys.end());
+  // The monitor's own file, or none: never one the child would find on its own.
+  spec.args.push_back(config.config_file.empty() ? "--no-config" : "--config=" + config.config_file);
   // No database credentials: forget reads only the archive.
   spec.inherit_env = std::vector<std::string>{"PATH", "TZ", "LANG", "LC_*", "HOME", "TMPDIR"};
   try {

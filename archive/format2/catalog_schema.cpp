@@ -7,6 +7,8 @@
 
 #include "common/escape.hpp"
 #include "common/paths.hpp"
+#include "common/time.hpp"
+#include "common/version.hpp"
 
 namespace tw::archive {
 namespace {
@@ -141,6 +143,31 @@ DROP TABLE blobs_1;
 DROP TABLE nodes_1;
 )sql";
 
+// The releases that wrote to the archive, each with when it first and last opened it to
+// write (FORMAT.md, "Catalog"). Outside the schema's version: made by the first writer that
+// keeps it, so a release that does not know the table still opens the archive.
+constexpr const char* kWritersTable = R"sql(
+CREATE TABLE IF NOT EXISTS writers(
+  release TEXT PRIMARY KEY,
+  first_ns INTEGER NOT NULL,
+  last_ns INTEGER NOT NULL) WITHOUT ROWID;
+)sql";
+
+// This release, recorded as a writer of the archive now.
+Done record_writer(sqlite::Database& db) {
+  TRY(db.exec(kWritersTable));
+  TRY_ASSIGN(auto insert, db.statement(
+                              "INSERT INTO writers(release, first_ns, last_ns) VALUES (?1, ?2, ?2) "
+                              "ON CONFLICT(release) DO UPDATE SET last_ns = excluded.last_ns"));
+  sqlite3_bind_text(*insert, 1, kVersion.data(), static_cast<int>(kVersion.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(*insert, 2, now_ns());
+  if (sqlite3_step(*insert) != SQLITE_DONE) {
+    return archive_fault(Error{db.failure("recording this release as a writer")});
+  }
+  sqlite3_reset(*insert);
+  return Ok{};
+}
+
 Done exec_all(sqlite::Database& db, std::initializer_list<const char*> sql) {
   for (const char* one : sql) TRY(db.exec(one));
   return Ok{};
@@ -242,6 +269,7 @@ Done set_up_schema(sqlite::Database& db) {
   {
     TRY_ASSIGN(auto transaction, sqlite::Transaction::begin(db));
     TRY(create_or_upgrade(db));  // rolled back
+    TRY(record_writer(db));
     TRY(transaction.commit());
   }
   db.forget_statements();

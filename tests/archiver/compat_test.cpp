@@ -7,6 +7,8 @@
 //   under a reader that opened it before;
 // - format 2 with its catalog in schema 2 (format2-catalog2-archive.tar.gz) likewise, its
 //   versions read as before and the new ones with what their reads saw of the queue.
+#include <sqlite3.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
+#include "common/version.hpp"
 
 namespace tw::archive {
 namespace {
@@ -197,6 +200,40 @@ TEST_F(Format2Catalog1Compat, IsUpgradedInPlaceByTheFirstWriterAndKeepsEverythin
   ASSERT_TRUE(reader) << reader.error();
   expect_the_old_archive(*reader, 1);
   EXPECT_EQ(reader->versions(dir_ / "src/new dir/new.txt")->size(), 1u);
+}
+
+// The catalog's `writers` rows: (release, first_ns, last_ns), read with sqlite3 itself.
+std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> writers(const std::string& db) {
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> rows;
+  sqlite3* handle = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  if (sqlite3_prepare_v2(handle, "SELECT release, first_ns, last_ns FROM writers", -1, &select,
+                         nullptr) == SQLITE_OK) {
+    while (sqlite3_step(select) == SQLITE_ROW) {
+      rows.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(select, 0)),
+                        sqlite3_column_int64(select, 1), sqlite3_column_int64(select, 2));
+    }
+  }
+  sqlite3_finalize(select);
+  sqlite3_close(handle);
+  return rows;
+}
+
+TEST_F(Format2Catalog1Compat, RecordsEachReleaseThatWritesToIt) {
+  const std::string db = archive() + "/catalog.db";
+  ASSERT_TRUE(Store::open(archive(), Store::Mode::ReadOnly));
+  EXPECT_TRUE(writers(db).empty());  // the old release kept no such record; a reader adds none
+  ASSERT_TRUE(Store::open(archive(), Store::Mode::ReadWrite));
+  auto first = writers(db);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(std::get<0>(first[0]), kVersion);
+  EXPECT_EQ(std::get<1>(first[0]), std::get<2>(first[0]));
+  ASSERT_TRUE(Store::open(archive(), Store::Mode::ReadWrite));
+  auto again = writers(db);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(std::get<1>(again[0]), std::get<1>(first[0]));  // first opened: kept
+  EXPECT_GE(std::get<2>(again[0]), std::get<2>(first[0]));  // last opened: now
 }
 
 TEST_F(Format2Catalog1Compat, AReaderOpenedBeforeTheUpgradeReadsOnAfterIt) {
