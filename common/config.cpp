@@ -376,9 +376,10 @@ bool given_on_command_line(const CLI::Option& option, int argc, char** argv) {
                      [&](const std::string& name) { return has_flag("--" + name, argc, argv); });
 }
 
-// A file found without being named is read only when nobody else could have put words in it:
-// owned by this user or root, writable by no one else (a `./.timewarp.toml` in a shared folder
-// must not steer a root's restore). Nothing there: false, silently.
+// A file found without being named is read only when nobody else could have put words in it
+// (owned by this user or root, writable by no one else: a `./.timewarp.toml` in a shared
+// folder must not steer a root's restore) and this user may read it. Nothing there: false,
+// silently; there but not to be read: false, with a warning.
 bool trusted_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
@@ -387,6 +388,13 @@ bool trusted_file(const std::string& path) {
         "warning: ignoring configuration file {}: it belongs to another user or others may "
         "write it (name it with --config to read it anyway)\n",
         path);
+    return false;
+  }
+  // The package's file is for root and the service's group: another user goes on without it.
+  if (::access(path.c_str(), R_OK) != 0) {
+    std::cerr << fmt::format("warning: ignoring configuration file {}: {} (--no-config: "
+                             "look for none)\n",
+                             path, std::strerror(errno));
     return false;
   }
   return true;

@@ -24,8 +24,9 @@ export TW_REPO_ROOT
 TW_DEB_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     libboost-dev libboost-filesystem-dev libcli11-dev libspdlog-dev libfmt-dev
-    libzstd-dev libsqlite3-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+    libzstd-dev libsqlite3-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev libfuse3-dev fuse3
     postgresql postgresql-client systemd
+    python3 python3-jsonschema # tests/integration/readme_tour_test.py checks each --json against its schema
     tzdata # the retention policy's calendar in a named time zone (retention_timezone)
     clang libclang-rt-dev # scripts/test's thread-safety stage (libFuzzer for its fuzz targets)
 )
