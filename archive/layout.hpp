@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +62,9 @@ struct Unplaced {
   std::vector<std::string> named;
 };
 
+// What a layout keeps of contents read at random (Layout::read_content), at most.
+inline constexpr std::uint64_t kReadCacheBytes = 64 << 20;
+
 // The versions that use each piece of stored content (content id -> "path vN"), gathered by
 // verify's walk of every history.
 using ContentUsers = std::map<std::string, std::vector<std::string>>;
@@ -101,6 +105,13 @@ class Layout {
   virtual Expected<std::vector<std::string>> archived_paths() = 0;
   // Writes (or with fd -1 only checks) the content of file version `v`; the bytes written.
   virtual Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) = 0;
+  // Copies the content of file version `v` from byte `offset` into `out`, as much as fits:
+  // the bytes copied, fewer only where the content ends (0 at or past its end). Every piece
+  // read is checked as extract checks it; the last pieces read are kept, decompressed, in a
+  // cache of at most kReadCacheBytes, so that a file read in small pieces from start to end
+  // (a mounted archive's reads) reads and decompresses each piece once.
+  virtual Expected<std::size_t> read_content(const Version& v, std::uint64_t offset,
+                                             std::span<char> out) = 0;
   // The content ids file version `v` names, as verify counts their users.
   virtual std::vector<std::string> content_ids(const Version& v) const = 0;
   // Verify's part that is the layout's own: every piece of stored content read back and

@@ -16,6 +16,7 @@
 #include "archive/paths.hpp"
 #include "archive/restore_pool.hpp"
 #include "archive/restore_writer.hpp"
+#include "archive/snapshot.hpp"
 #include "archive/timefmt.hpp"
 #include "common/escape.hpp"
 #include "common/paths.hpp"
@@ -23,48 +24,9 @@
 namespace tw::archive {
 namespace {
 
-// The latest version archived at or before `at_limit` (versions are in time order).
-const Version* pick(const std::vector<Version>& versions, std::int64_t at_limit) {
-  const Version* best = nullptr;
-  for (const auto& v : versions) {
-    if (v.archived_at_ns <= at_limit) best = &v;
-  }
-  return best;
-}
-
-bool valid_component(const std::string& c) {
-  return !c.empty() && c != "." && c != ".." && c.find('/') == std::string::npos &&
-         c.find('\0') == std::string::npos;
-}
-
 std::string when(const VersionSelector& which, std::int64_t at_limit) {
   if (which.at_ns) return fmt::format("at {}", format_time_ns(at_limit));
   return "at present";
-}
-
-// The version of PATH a restore starts from, and the time limit for what lies beneath it.
-struct Chosen {
-  const Version* own = nullptr;  // nullptr: PATH had no version then
-  std::int64_t at_limit = INT64_MAX;
-};
-
-Expected<Chosen> choose(const std::string& path, const std::vector<Version>& history,
-                        const VersionSelector& which) {
-  Chosen chosen;
-  if (which.number) {
-    for (const auto& v : history) {
-      if (v.number == *which.number) chosen.own = &v;
-    }
-    if (chosen.own == nullptr) {
-      return permanent(fmt::format("{} has no version {} (it has {})", shown_path(path),
-                                   *which.number, history.size()));
-    }
-    chosen.at_limit = chosen.own->archived_at_ns;
-    return chosen;
-  }
-  if (which.at_ns) chosen.at_limit = *which.at_ns;
-  chosen.own = pick(history, chosen.at_limit);
-  return chosen;
 }
 
 // Why nothing can be restored from PATH at the chosen time, if so.
@@ -123,56 +85,15 @@ Expected<RestoreReport> restore_one(Layout& layout, const std::string& path, con
   return report;
 }
 
-// The version of each path of `within` at the chosen time (read from one snapshot where the
-// layout can), sorted by components. Paths that did not exist then are counted as skipped;
-// histories that cannot be read and names that cannot be a file's are problems.
-Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string& path,
-                                              const std::vector<std::string>& within,
-                                              const Chosen& chosen,
-                                              const std::function<bool()>& cancelled,
-                                              RestoreReport& report) {
-  std::vector<TreeEntry> entries;
-  bool stopped = false;
-  TRY(layout.each_history(within, [&](std::size_t i, Expected<std::vector<Version>> history) {
-    if (cancelled && cancelled()) {
-      stopped = true;
-      return false;
-    }
-    const std::string& p = within[i];
-    std::optional<Version> version;
-    if (p == path) {
-      if (chosen.own != nullptr) version = *chosen.own;
-    } else if (!history) {
-      report.problems.push_back(history.error());
-      return true;
-    } else if (const Version* v = pick(*history, chosen.at_limit)) {
-      version = *v;
-    }
-    if (!version) return true;  // not archived yet then, or a parent known only by name
-    if (!version->exists()) {
-      ++report.skipped;
-      return true;
-    }
-    auto parts = components_below(p, path);
-    if (!std::all_of(parts.begin(), parts.end(), valid_component)) {
-      report.problems.push_back(fmt::format("refusing unsafe archived path {}", shown_path(p)));
-      return true;
-    }
-    entries.push_back(TreeEntry{std::move(parts), std::move(*version)});
-    return true;
-  }));
-  if (stopped) return retry("cancelled");
-  std::sort(entries.begin(), entries.end(),
-            [](const TreeEntry& a, const TreeEntry& b) { return a.parts < b.parts; });
-  return entries;
-}
-
 // A directory and everything archived beneath it, made durable as choose_durability says.
 Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
                                      const std::vector<std::string>& within, const Chosen& chosen,
                                      const RestoreOptions& options,
                                      const std::function<bool()>& cancelled, RestoreReport report) {
-  TRY_ASSIGN(const auto entries, tree_entries(layout, path, within, chosen, cancelled, report));
+  TreeReading reading;
+  TRY_ASSIGN(const auto entries, tree_entries(layout, path, within, chosen, cancelled, reading));
+  for (auto& line : reading.problems) report.problems.push_back(std::move(line));
+  report.skipped += reading.skipped;
   const std::string dest = options.destination.empty() ? path : options.destination;
   report.destination = dest;
   bool created_root = false;
@@ -200,54 +121,6 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   return report;
 }
 
-// The kept moments nearest to a thinned `at_ns`, as text.
-std::string nearest_kept(const KeptMoments& kept, std::int64_t at_ns) {
-  const auto before = kept.kept_before(at_ns);
-  const auto after = kept.kept_after(at_ns);
-  std::string nearest;
-  if (before) nearest = format_time_ns(*before);
-  if (after) nearest += (nearest.empty() ? "" : " or ") + format_time_ns(*after);
-  return nearest.empty() ? "none" : nearest;
-}
-
-// A restore at `at_ns` gives back the tree as it was only when retention kept that moment
-// (FORMAT.md, "Retention"): one that the policy of PATH's scope thinned is refused, naming
-// the nearest kept moments.
-Done kept_moment(const KeptScopes& kept, const std::string& path, std::int64_t at_ns) {
-  const KeptMoments& moments = kept.of(path);
-  if (moments.contains(at_ns)) return Ok{};
-  const std::string_view scope = kept.scope_of(path);
-  if (scope.empty()) {
-    return permanent(fmt::format(
-        "the archive no longer holds the state at {}: the retention policy thinned that moment; "
-        "the nearest moments kept are {} (give one to --at)",
-        format_time_ns(at_ns), nearest_kept(moments, at_ns)));
-  }
-  return permanent(fmt::format(
-      "the archive no longer holds the state of {} at {}: the retention policy thinned that "
-      "moment there (the folder's own, retention_folder); the nearest moments kept there are "
-      "{} (give one to --at)",
-      shown_path(scope), format_time_ns(at_ns), nearest_kept(moments, at_ns)));
-}
-
-// Leaves out of `within` every folder beneath PATH whose own policy thinned `at_ns`, each
-// named in the report with its nearest kept moments: the rest of the tree is still exactly
-// as it was then.
-void leave_out_thinned(const KeptScopes& kept, const std::string& path, std::int64_t at_ns,
-                       std::vector<std::string>& within, RestoreReport& report) {
-  for (const std::string_view folder : kept.folders_within(path)) {
-    const KeptMoments& moments = kept.folders.find(std::string(folder))->second;
-    if (moments.contains(at_ns)) continue;
-    const auto before = within.size();
-    std::erase_if(within, [&](const std::string& p) { return kept.scope_of(p) == folder; });
-    if (within.size() == before) continue;
-    report.problems.push_back(fmt::format(
-        "{} not restored: its retention policy thinned the moment {}; its nearest moments "
-        "kept are {}",
-        shown_path(folder), format_time_ns(at_ns), nearest_kept(moments, at_ns)));
-  }
-}
-
 }  // namespace
 
 Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
@@ -269,16 +142,10 @@ Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
   // What cannot be placed is named, one line each, and makes the restore fail (exit 1),
   // never left out silently.
   RestoreReport report;
-  const std::uint64_t unreachable = unplaced.unreachable;
-  if (unreachable > 0) {
-    report.problems.push_back(fmt::format(
-        "{} archived entr{} beneath {} cannot be reached and {} not restored (timewarp verify "
-        "names the damage)",
-        unreachable, unreachable == 1 ? "y" : "ies", shown_path(path),
-        unreachable == 1 ? "was" : "were"));
+  name_unplaced(std::move(unplaced), path, "not restored", report.problems);
+  if (options.which.at_ns) {
+    leave_out_thinned(kept, path, *options.which.at_ns, within, "not restored", report.problems);
   }
-  for (auto& line : unplaced.named) report.problems.push_back(std::move(line));
-  if (options.which.at_ns) leave_out_thinned(kept, path, *options.which.at_ns, within, report);
   return restore_tree(layout, path, within, chosen, options, cancelled, std::move(report));
 }
 

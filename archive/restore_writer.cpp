@@ -84,6 +84,7 @@ Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
     report_.bytes += v.size;
     if (defer_ && !replacing) defer_(std::move(made), target);
   }
+  if (options_.on_placed) options_.on_placed(v);
   return Ok{};
 }
 
@@ -205,6 +206,7 @@ void TreeWriter::write(const TreeEntry& entry, bool created_root) {
   if (entry.parts.empty()) {  // the restored path itself, a directory version
     directories_[{}] = created_root || options_.overwrite ? &entry.version : nullptr;
     ++report_.directories;
+    if (options_.on_placed) options_.on_placed(entry.version);
     return;
   }
   auto parent = parent_of(entry);
@@ -227,6 +229,7 @@ void TreeWriter::write(const TreeEntry& entry, bool created_root) {
   const Version*& metadata = directories_[entry.parts];
   if (made || options_.overwrite) metadata = &entry.version;
   ++report_.directories;
+  if (options_.on_placed) options_.on_placed(entry.version);
 }
 
 void TreeWriter::finish() {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,19 @@ struct ForgetPlan {
   ForgetReport report;
   std::optional<SpaceReport> space;
   std::string unmeasured;
+};
+
+// One archived path and its version at a moment (types.hpp; Store::list_at, tree_at).
+struct EntryAt {
+  std::string path;
+  Version version;
+};
+
+// A tree at a moment (Store::tree_at): its entries sorted by path components, and what was
+// left out of it, one line each (escaped).
+struct TreeAt {
+  std::vector<EntryAt> entries;
+  std::vector<std::string> problems;
 };
 
 // An open archive. Several Store objects, in one process or several, may work on the
@@ -116,6 +130,36 @@ class Store {
   // archive, not the subtree.
   Expected<std::vector<std::string>> children(std::string_view dir,
                                               const std::vector<std::string>& except = {}) const;
+  // Copies the content of file version `v` (one of versions()) from byte `offset` into
+  // `out`, as much as fits: the bytes copied, fewer only where the content ends. Every piece
+  // is checked as restore checks it, and the last pieces read are kept decompressed (64 MiB
+  // at most), so that a file read in small pieces in order is read once
+  // (store_content.cpp).
+  Expected<std::size_t> read_content(const Version& v, std::uint64_t offset,
+                                     std::span<char> out) const;
+
+  // The archive's tree at a moment (store_snapshot.cpp; FORMAT.md, "Restore"), read as
+  // restore reads it: each path's latest version archived at or before `at_ns` (nullopt:
+  // now, each path's latest), a tombstone (deleted, moved away) meaning the path did not
+  // exist then. A moment the retention policy of the path's scope thinned is refused as
+  // restore --at refuses it (naming the nearest kept moments). EntryAt and TreeAt are
+  // declared above the class.
+  using EntryAt = archive::EntryAt;
+  using TreeAt = archive::TreeAt;
+  // The version `path` had then (nullopt: none, or a tombstone).
+  Expected<std::optional<Version>> version_at(std::string_view path,
+                                              std::optional<std::int64_t> at_ns) const;
+  // The entries directly beneath directory `dir` that existed then, sorted by name (raw
+  // bytes); their histories read from one snapshot (Layout::each_history), so listing 10,000
+  // entries is well under a second. A child folder whose own retention policy thinned the
+  // moment is left out (tree_at names it; version_at and list_at of it refuse the moment).
+  Expected<std::vector<EntryAt>> list_at(std::string_view dir,
+                                         std::optional<std::int64_t> at_ns) const;
+  // `dir` and everything beneath it that existed then, sorted by path components, from one
+  // snapshot. Folders whose own retention policy thinned the moment are left out and named
+  // in `problems`, as are histories that could not be read and what the archive cannot
+  // place (damage, as restore names it).
+  Expected<TreeAt> tree_at(std::string_view dir, std::optional<std::int64_t> at_ns) const;
 
   // Restores `path` (a file, a link, or a directory with its whole subtree). Fails when
   // nothing could be restored; entries that failed inside a directory are listed in the

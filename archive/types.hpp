@@ -223,6 +223,10 @@ struct RestoreOptions {
   bool overwrite = false;      // replace existing files (never a directory by a file)
   bool restore_owner = false;  // chown to the archived uid/gid (needs root)
   Durability durability = Durability::Auto;
+  // Called once for each file, link and directory placed, with its version: for progress
+  // only (unset: nothing is called). A tree's files are placed by several workers at once,
+  // so it must be thread-safe and quick (atomics).
+  std::function<void(const Version&)> on_placed;
 };
 
 struct RestoreReport {

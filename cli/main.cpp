@@ -6,7 +6,9 @@
 #include "cli/archive_commands.hpp"
 #include "cli/check_command.hpp"
 #include "cli/control_commands.hpp"
+#include "cli/diff_command.hpp"
 #include "cli/help.hpp"
+#include "cli/mount_command.hpp"
 #include "cli/queue_commands.hpp"
 #include "cli/retention_commands.hpp"
 #include "common/config.hpp"
@@ -23,8 +25,10 @@ int main(int argc, char** argv) {
   tw::cli::add_queue_commands(app, config, run);
   tw::add_archive_commands(app, config, run);
   tw::cli::add_check_command(app, config, run);
+  tw::cli::add_diff_command(app, config, run);
   tw::add_retention_commands(app, config, run);
   tw::cli::add_control_commands(app, config, run);
+  tw::cli::add_mount_command(app, config, run);
   tw::cli::add_help_commands(app, config, run);  // last: it hides the keys and adds examples
   if (const int code = tw::parse_command_line(app, argc, argv, tw::ConfigSearch::Search, &config);
       code >= 0) {

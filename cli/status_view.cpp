@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
+#include "common/human.hpp"
 #include "common/version.hpp"
 
 namespace tw::cli {
@@ -392,17 +393,36 @@ Json item_json(const db::ItemRecord& item) {
 
 std::string items_text(const std::vector<db::ItemRecord>& items, const ViewOptions& options) {
   const Paint paint{options.color};
-  std::string out;
+  // When it finished, or, not finished yet, when it was queued: local time to the second.
+  std::vector<std::optional<std::int64_t>> instants;
   for (const auto& item : items) {
+    instants.push_back(utc_text_ns(item.finished_at.empty() ? item.enqueued_at : item.finished_at));
+  }
+  const LocalTimes times = local_times(instants);
+  std::size_t time_width = 0;
+  for (const auto& text : times.texts) time_width = std::max(time_width, text.size());
+  const std::string time_header = zone_header("TIME", times);
+  time_width = std::max(time_width, time_header.size());
+  std::size_t attempts_width = std::string_view("ATTEMPTS").size();
+  for (const auto& item : items) {
+    attempts_width = std::max(attempts_width, plural(item.attempts, "attempt").size());
+  }
+  std::string out = fmt::format("{:<9} {:<10} {:<6} {:<{}}  {:<{}}  PATH\n", "ID", "STATUS", "OP",
+                                time_header, time_width, "ATTEMPTS", attempts_width);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& item = items[i];
     std::string status = fmt::format("{:<10}", item.status);
     if (item.status == "FAILED") status = paint.red(status);
     if (item.status == "COMPLETED") status = paint.green(status);
     std::string what = shown_text(item.path);
     if (!item.dest_path.empty()) what += " -> " + shown_text(item.dest_path);
-    const std::string& when = item.finished_at.empty() ? item.enqueued_at : item.finished_at;
-    out += fmt::format("#{:<8} {} {:<6} {}  {}  {}", item.id, status, item.op, when,
-                       plural(item.attempts, "attempt"), what);
-    if (item.archive_bytes) out += fmt::format("  ({} bytes archived)", *item.archive_bytes);
+    out +=
+        fmt::format("#{:<8} {} {:<6} {:<{}}  {:<{}}  {}", item.id, status, item.op, times.texts[i],
+                    time_width, plural(item.attempts, "attempt"), attempts_width, what);
+    if (item.archive_bytes && *item.archive_bytes >= 0) {
+      out += fmt::format("  ({} archived)",
+                         bytes_text(static_cast<std::uint64_t>(*item.archive_bytes)));
+    }
     out += "\n";
     if (!item.last_error.empty())
       out += fmt::format("          {}\n", shown_text(item.last_error, 500));

@@ -2,7 +2,9 @@
 #include "archive/format1/layout.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -169,6 +171,34 @@ Expected<std::vector<std::string>> Format1Layout::archived_paths() {
 
 Expected<std::uint64_t> Format1Layout::extract(const Version& v, int fd, bool sparse) {
   return extract_object(root_, v.sha256, fd, sparse, cancelled_);
+}
+
+Expected<std::size_t> Format1Layout::read_content(const Version& v, std::uint64_t offset,
+                                                  std::span<char> out) {
+  if (offset >= v.size || out.empty()) return std::size_t{0};
+  auto it = std::find_if(extracted_.begin(), extracted_.end(),
+                         [&](const Extracted& e) { return e.sha256 == v.sha256; });
+  if (it != extracted_.end()) {
+    extracted_.splice(extracted_.begin(), extracted_, it);
+  } else {
+    UniqueFd fd(::memfd_create("timewarp-content", MFD_CLOEXEC));
+    if (!fd) return errno_fault(errno, Side::Archive, "making a memory file for a content");
+    TRY_ASSIGN(const std::uint64_t size, extract(v, fd.get(), true));
+    extracted_.push_front(Extracted{v.sha256, std::move(fd), size});
+    std::uint64_t kept = 0;
+    for (auto e = extracted_.begin(); e != extracted_.end();) {
+      kept += e->size;
+      e = e == extracted_.begin() || kept <= kReadCacheBytes ? std::next(e) : extracted_.erase(e);
+    }
+  }
+  // A memory file gives all that is asked within its size in one read.
+  const std::size_t want = std::min<std::uint64_t>(out.size(), v.size - offset);
+  ssize_t got = 0;
+  do {
+    got = ::pread(extracted_.front().fd.get(), out.data(), want, static_cast<off_t>(offset));
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return errno_fault(errno, Side::Archive, "reading a content's memory file");
+  return static_cast<std::size_t>(got);
 }
 
 std::vector<std::string> Format1Layout::content_ids(const Version& v) const {

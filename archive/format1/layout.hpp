@@ -8,14 +8,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "archive/layout.hpp"
+#include "common/fd.hpp"
 
 namespace tw::archive {
 
@@ -40,6 +43,11 @@ class Format1Layout final : public Layout {
   // Contents: one object per SHA-256 under objects/ (objects.hpp), so a version names one
   // content id, its digest, and none when it has no content.
   Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
+  // An object is one zstd frame, only read from its start: a content read at random is
+  // extracted whole, once, into a memory file (holes kept), and read from there. The last
+  // ones stay while they take no more than kReadCacheBytes (the one read last always).
+  Expected<std::size_t> read_content(const Version& v, std::uint64_t offset,
+                                     std::span<char> out) override;
   std::vector<std::string> content_ids(const Version& v) const override;
   // The tree the nodes make, then every object read back (verify.cpp).
   void verify_storage(ContentUsers users, VerifyReport& report,
@@ -90,6 +98,13 @@ class Format1Layout final : public Layout {
   std::function<bool()> cancelled_;
   std::optional<std::unordered_map<std::string, Node>> nodes_;  // key -> node, once scanned
   std::vector<std::string> scan_problems_;
+  // Contents extracted for read_content, most recently read first.
+  struct Extracted {
+    std::string sha256;
+    UniqueFd fd;
+    std::uint64_t size = 0;
+  };
+  std::list<Extracted> extracted_;
 };
 
 }  // namespace tw::archive

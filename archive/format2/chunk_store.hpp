@@ -109,6 +109,15 @@ class ChunkStore {
   Expected<std::uint64_t> extract(const std::vector<std::string>& chunks, const std::string& sha256,
                                   int out_fd, bool sparse, const CatalogBatch* staged = nullptr);
 
+  // Where blob `id` is, with its pack open (the descriptor stays open for kOpenPacks more
+  // look-ups); looked up in `staged` (optional), then in the catalog.
+  struct Located {
+    int pack_fd = -1;
+    BlobRef ref;
+    const std::string* id = nullptr;
+  };
+  Expected<Located> locate(const std::string& id, const CatalogBatch* staged);
+
  private:
   class PriorCuts;
   struct Pass;
@@ -151,14 +160,6 @@ class ChunkStore {
   void hash_window(Pass& pass, std::size_t workers);
   bool drop_missed(PriorCuts& cuts);
   Done store_window(Pass& pass, std::size_t workers);
-  // Where blob `id` is, with its pack open (the descriptor stays open for kOpenPacks more
-  // look-ups).
-  struct Located {
-    int pack_fd = -1;
-    BlobRef ref;
-    const std::string* id = nullptr;
-  };
-  Expected<Located> locate(const std::string& id, const CatalogBatch* staged);
   // The blob's bytes (safe on any thread).
   static Expected<std::vector<char>> read_located(const Located& at);
   // An open read descriptor of pack `name` (a few are kept open).

@@ -161,6 +161,12 @@ Expected<std::uint64_t> Format2Layout::extract(const Version& v, int fd, bool sp
   return written;
 }
 
+Expected<std::size_t> Format2Layout::read_content(const Version& v, std::uint64_t offset,
+                                                  std::span<char> out) {
+  if (!content_reader_) content_reader_.emplace(*chunk_store_, *catalog_, kReadCacheBytes);
+  return content_reader_->read(v, offset, out, &staged_);
+}
+
 std::vector<std::string> Format2Layout::staged_within(std::string_view dir, bool direct) const {
   std::vector<std::string> out;
   for (const auto staged_path : staged_.paths()) {

@@ -23,6 +23,7 @@
 #include "archive/disk.hpp"
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/chunk_store.hpp"
+#include "archive/format2/content_reader.hpp"
 #include "archive/format2/slot_locks.hpp"
 #include "archive/format2/sync_worker.hpp"
 #include "archive/layout.hpp"
@@ -55,6 +56,8 @@ class Format2Layout final : public WritableLayout {
                                                   Unplaced* unplaced) override;
   Expected<std::vector<std::string>> archived_paths() override;
   Expected<std::uint64_t> extract(const Version& v, int fd, bool sparse) override;
+  Expected<std::size_t> read_content(const Version& v, std::uint64_t offset,
+                                     std::span<char> out) override;
   std::vector<std::string> content_ids(const Version& v) const override { return v.chunks; }
   void verify_storage(ContentUsers users, VerifyReport& report,
                       const std::function<void(std::string_view)>& progress) override;
@@ -160,6 +163,7 @@ class Format2Layout final : public WritableLayout {
 
   // --- working state
   CatalogBatch staged_;
+  std::optional<ContentReader> content_reader_;  // made by the first read_content
   // Group commit: slots held by a live PathLock (the step under way), with how many hold
   // each; slots held for the versions of the open group; and every slot held for a group,
   // open or closed, with how many groups hold it (released when none does).

@@ -4,17 +4,12 @@
 
 #include <algorithm>
 #include <ctime>
-#include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "archive/store.hpp"
-#include "archive_test_util.hpp"
-#include "cli/archive_commands.hpp"
-#include "cli/retention_commands.hpp"
+#include "archive_commands_fixture.hpp"
 #include "common/escape.hpp"
 #include "format1_writer.hpp"
 
@@ -24,53 +19,8 @@ namespace {
 using archive::test::read_file;
 using archive::test::write_file;
 
-class ArchiveCommandsTest : public ::testing::Test {
- protected:
-  // Runs `timewarp <args...>` with the archive as backup root; returns the exit code.
-  int run(std::vector<std::string> args, std::string* out = nullptr, std::string* err = nullptr) {
-    Config config;
-    CLI::App app{"test"};
-    app.name("timewarp");
-    app.require_subcommand(1);
-    add_config_options(app, config);
-    std::function<int()> work;
-    add_archive_commands(app, config, work);
-    add_retention_commands(app, config, work);
-    args.insert(args.begin(), "--backup-root=" + archive_);
-    args.insert(args.begin(), "timewarp");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    const int parsed = parse_command_line(app, static_cast<int>(argv.size()), argv.data());
-    if (parsed >= 0) return parsed;
-    std::ostringstream captured_out;
-    std::ostringstream captured_err;
-    auto* old_out = std::cout.rdbuf(captured_out.rdbuf());
-    auto* old_err = std::cerr.rdbuf(captured_err.rdbuf());
-    const int code = work ? work() : -100;
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
-    if (out != nullptr) *out = captured_out.str();
-    if (err != nullptr) *err = captured_err.str();
-    return code;
-  }
-
-  void archive_file(const std::string& path) {
-    auto store = archive::Store::open(archive_, archive::Store::Mode::ReadWrite);
-    ASSERT_TRUE(store) << store.error();
-    ASSERT_EQ(store->update(path).outcome, Outcome::Complete);
-  }
-
-  void archive_deletion(const std::string& path) {
-    auto store = archive::Store::open(archive_, archive::Store::Mode::ReadWrite);
-    ASSERT_TRUE(store) << store.error();
-    ASSERT_EQ(store->remove(path).outcome, Outcome::Complete);
-  }
-
-  archive::test::TempDir dir_;
-  std::string archive_ = dir_ / "archive";
-};
-
-TEST_F(ArchiveCommandsTest, VersionsListsOneLinePerVersionWithTheEscapedPath) {
+// The versions of a path in the form for scripts (the human table: archive_output_test).
+TEST_F(ArchiveCommandsTest, VersionsListsEveryVersionWithTheEscapedPath) {
   const std::string path = dir_ / "src/odd\tname";
   write_file(path, "one");
   archive_file(path);
@@ -78,22 +28,20 @@ TEST_F(ArchiveCommandsTest, VersionsListsOneLinePerVersionWithTheEscapedPath) {
   archive_file(path);
   std::string out;
   std::string err;
-  ASSERT_EQ(run({"versions", path}, &out, &err), 0) << err;
-  std::istringstream lines(out);
-  std::string line;
-  int n = 0;
-  while (std::getline(lines, line)) {
-    ++n;
-    const auto f = archive::test::fields(line);
-    ASSERT_GE(f.size(), 6u) << line;
-    EXPECT_EQ(f[0], std::to_string(n));
-    EXPECT_EQ(f[1].size(), 30u) << f[1];  // 2026-11-22T10:00:00.000000000Z
-    EXPECT_EQ(f[2], "UPDATE");
-    EXPECT_EQ(f[3], n == 1 ? "3" : "4");
-    EXPECT_EQ(f[4].size(), 64u);
-    EXPECT_EQ(f[5], escape_bytes(path));
+  ASSERT_EQ(run({"versions", "--json", path}, &out, &err), 0) << err;
+  const auto doc = nlohmann::json::parse(out);
+  ASSERT_EQ(doc.at("paths").size(), 1u) << out;
+  EXPECT_EQ(doc["paths"][0].at("path"), escape_bytes(path));
+  const auto& versions = doc["paths"][0].at("versions");
+  ASSERT_EQ(versions.size(), 2u) << out;
+  for (std::uint64_t n = 1; n <= 2; ++n) {
+    const auto& v = versions[n - 1];
+    EXPECT_EQ(v.at("number"), n);
+    EXPECT_EQ(v.at("archived_at").get<std::string>().size(), 30u);  // ...T10:00:00.000000000Z
+    EXPECT_EQ(v.at("op"), "UPDATE");
+    EXPECT_EQ(v.at("size"), n == 1 ? 3 : 4);
+    EXPECT_EQ(v.at("sha256").get<std::string>().size(), 64u);
   }
-  EXPECT_EQ(n, 2);
   // The escaped form is accepted too.
   ASSERT_EQ(run({"versions", "--escaped", escape_bytes(path)}, &out), 0);
   EXPECT_NE(run({"versions", dir_ / "src/never"}, &out, &err), 0);
@@ -105,8 +53,9 @@ TEST_F(ArchiveCommandsTest, RestoreByVersionTimeAndDefault) {
   write_file(path, "first");
   archive_file(path);
   std::string out;
-  ASSERT_EQ(run({"versions", path}, &out), 0);
-  const std::string first_time = archive::test::fields(out.substr(0, out.find('\n')))[1];
+  ASSERT_EQ(run({"versions", "--json", path}, &out), 0);
+  const std::string first_time =
+      nlohmann::json::parse(out).at("paths").at(0).at("versions").at(0).at("archived_at");
   write_file(path, "second");
   archive_file(path);
   std::string err;
@@ -134,6 +83,15 @@ TEST_F(ArchiveCommandsTest, VerifyExitCodeFollowsTheArchive) {
   std::string out;
   ASSERT_EQ(run({"verify"}, &out), 0) << out;
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
+  // The same report as one document.
+  ASSERT_EQ(run({"verify", "--json"}, &out), 0) << out;
+  auto doc = nlohmann::json::parse(out);
+  EXPECT_EQ(doc.at("ok"), true);
+  EXPECT_EQ(doc.at("histories"), 1);
+  EXPECT_EQ(doc.at("versions"), 1);
+  EXPECT_GE(doc.at("objects"), 1);
+  EXPECT_EQ(doc.at("removed_by_retention"), 0);
+  EXPECT_EQ(doc.at("problems"), nlohmann::json::array());
   // Format 1 keeps content in objects/, format 2 in packs/.
   for (const char* content : {"/objects", "/packs"}) {
     if (!std::filesystem::exists(archive_ + content)) continue;
@@ -144,6 +102,13 @@ TEST_F(ArchiveCommandsTest, VerifyExitCodeFollowsTheArchive) {
   EXPECT_EQ(run({"verify"}, &out), 1);
   EXPECT_NE(out.find("damaged"), std::string::npos) << out;
   EXPECT_NE(out.find(escape_bytes(dir_ / "src/f") + " v1"), std::string::npos) << out;
+  EXPECT_EQ(run({"verify", "--json"}, &out), 1);
+  doc = nlohmann::json::parse(out);
+  EXPECT_EQ(doc.at("ok"), false);
+  ASSERT_FALSE(doc.at("problems").empty()) << out;
+  const std::string problems = doc["problems"].dump();
+  EXPECT_NE(problems.find("damaged"), std::string::npos) << out;
+  EXPECT_NE(problems.find(escape_bytes(dir_ / "src/f") + " v1"), std::string::npos) << out;
 }
 
 // forget --dry-run lists what the policy would remove and removes nothing. The policy's
@@ -189,17 +154,14 @@ TEST_F(ArchiveCommandsTest, ForgetDryRunListsWhatThePolicyWouldRemove) {
   EXPECT_NE(out.find("would remove 0 of 5 versions"), std::string::npos) << out;
   EXPECT_NE(out.find("would free about 0 bytes of pack space"), std::string::npos) << out;
   // Nothing was removed by either dry run.
-  ASSERT_EQ(run({"versions", kept}, &out, &err), 0) << err;
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);
+  EXPECT_EQ(version_numbers(kept), (std::vector<std::uint64_t>{1, 2, 3}));
   // Without --dry-run, forget removes what it listed, then collects.
   args.erase(std::find(args.begin(), args.end(), "--dry-run"));
   ASSERT_EQ(run(args, &out, &err), 0) << err;
   const auto applied = nlohmann::json::parse(out);
   EXPECT_EQ(applied["versions_removed"], 4);
   EXPECT_EQ(applied["collection"]["blobs_removed"], 3) << out;
-  ASSERT_EQ(run({"versions", kept}, &out, &err), 0) << err;
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
-  EXPECT_EQ(out.substr(0, 2), "3\t");
+  EXPECT_EQ(version_numbers(kept), (std::vector<std::uint64_t>{3}));
   EXPECT_NE(run({"versions", gone}, &out, &err), 0) << "a deleted path's history went whole";
   // The kept path's two removed versions are told apart from damage; the deleted path's
   // history went whole, so nothing of it is counted.
@@ -278,8 +240,7 @@ TEST_F(ArchiveCommandsTest, PinKeepsAVersionThroughForget) {
                 &out, &err),
             0)
       << err;
-  ASSERT_EQ(run({"versions", path}, &out, &err), 0) << err;
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+  EXPECT_EQ(version_numbers(path), (std::vector<std::uint64_t>{1, 2}));
   ASSERT_EQ(run({"restore", path, "--version", "1", "--to", dir_ / "v1"}, &out, &err), 0) << err;
   EXPECT_EQ(read_file(dir_ / "v1"), "first");
   ASSERT_EQ(run({"gc", "--json"}, &out, &err), 0) << err;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_test_util.hpp"
+#include "common/human.hpp"
 
 namespace tw {
 namespace {
@@ -59,6 +60,15 @@ TEST(History, EveryItemOfThePathWithAttemptsAndErrorsOldestFirst) {
   EXPECT_NE(out.find("          busy: file changed while read\n"), std::string::npos) << out;
   EXPECT_NE(out.find("/old/name -> " + path), std::string::npos) << out;
   EXPECT_NE(out.find("(120 bytes archived)"), std::string::npos) << out;
+  // A header, and each time local to the second: when the item finished, else queued.
+  EXPECT_NE(out.find("\nID        STATUS     OP     TIME"), std::string::npos) << out;
+  for (const auto& item : items) {
+    const std::string at =
+        item.at(item.at("finished_at").is_null() ? "enqueued_at" : "finished_at");
+    const auto ns = utc_text_ns(at);
+    ASSERT_TRUE(ns) << at;
+    EXPECT_NE(out.find(local_time_text(*ns)), std::string::npos) << at << "\n" << out;
+  }
 
   // --limit keeps the newest.
   const json newest = cli_json(db, {"history", "--json", "--limit", "2", path});

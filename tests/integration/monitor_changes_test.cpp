@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <set>
-#include <sstream>
 
 #include "integration/monitor_harness.hpp"
 
@@ -209,15 +209,13 @@ TEST_F(MonitorChanges, BurstOfTenThousandNewFiles) {
   }
   std::string out;
   ASSERT_EQ(test::run_command({test::cli_exe(), "--backup-root=" + h_->archive(), "versions", "-r",
-                               h_->path("burst")},
+                               "--json", h_->path("burst")},
                               &out),
             0);
-  std::set<std::string> paths;  // the sixth field of each line
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    std::size_t start = 0;
-    for (int i = 0; i < 5 && start != std::string::npos; ++i) start = line.find('\t', start) + 1;
-    paths.insert(line.substr(start, line.find('\t', start) - start));
+  std::set<std::string> paths;  // the paths with versions
+  const auto listed = nlohmann::json::parse(out);
+  for (const auto& one : listed.at("paths")) {
+    if (!one.at("versions").empty()) paths.insert(one.at("path"));
   }
   EXPECT_EQ(paths.size(), 10001u);  // the files and their directory
   EXPECT_EQ(h_->stop(), 0);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <filesystem>
@@ -19,7 +20,7 @@
 
 namespace tw::test {
 
-// One line of `timewarp versions`.
+// One version as `timewarp versions --json` gives it.
 struct VersionLine {
   int number = 0;
   std::string op;
@@ -120,25 +121,28 @@ class MonitorHarness {
                   "FROM timewarp.items");
   }
 
+  // Read from `versions --json`, the form for scripts; `extra` as the fields the lines of
+  // the first releases had after the path (paths escaped).
   std::vector<VersionLine> versions(const std::string& raw_path) const {
     std::string out;
-    run_command({cli_exe(), "--backup-root=" + archive(), "versions", raw_path}, &out);
+    if (run_command({cli_exe(), "--backup-root=" + archive(), "versions", "--json", raw_path},
+                    &out) != 0) {
+      return {};
+    }
+    const auto doc = nlohmann::json::parse(out);
     std::vector<VersionLine> lines;
-    std::istringstream in(out);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::vector<std::string> f;
-      std::size_t start = 0;
-      while (true) {
-        const auto tab = line.find('\t', start);
-        f.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
-        if (tab == std::string::npos) break;
-        start = tab + 1;
+    for (const auto& v : doc.at("paths").at(0).at("versions")) {
+      VersionLine line{v.at("number"), v.at("op"),
+                       std::to_string(v.at("size").get<std::uint64_t>()),
+                       v.at("sha256").is_null() ? "-" : v.at("sha256").get<std::string>(), ""};
+      std::vector<std::string> extra;
+      for (const auto& [key, name] :
+           {std::pair{"link_target", "link="}, {"moved_from", "from="}, {"moved_to", "to="}}) {
+        if (!v.at(key).is_null()) extra.push_back(name + v.at(key).get<std::string>());
       }
-      if (f.size() < 6) continue;
-      VersionLine v{std::stoi(f[0]), f[2], f[3], f[4], ""};
-      for (std::size_t i = 6; i < f.size(); ++i) v.extra += (v.extra.empty() ? "" : " ") + f[i];
-      lines.push_back(v);
+      if (v.at("type") == "directory") extra.emplace_back("directory");
+      for (const auto& e : extra) line.extra += (line.extra.empty() ? "" : " ") + e;
+      lines.push_back(std::move(line));
     }
     return lines;
   }
