@@ -105,11 +105,7 @@ ar::Expected<std::vector<PathVersions>> read_versions(const ar::Store& store,
 
 // "file", "symlink", "directory" or "other"; empty for a tombstone (nothing there).
 std::string type_name(const ar::Version& v) {
-  if (!v.exists()) return "";
-  if (v.is_file()) return "file";
-  if (v.is_symlink()) return "symlink";
-  if (v.is_directory()) return "directory";
-  return "other";
+  return v.exists() ? std::string(cli::file_type_name(v.mode)) : std::string();
 }
 
 // The path column of a row: the path, then what the other columns do not say.

@@ -16,6 +16,7 @@
 #include "archive/paths.hpp"
 #include "archive/sha256.hpp"
 #include "archive/timefmt.hpp"
+#include "cli/subcommand.hpp"
 #include "common/dirs.hpp"
 #include "common/escape.hpp"
 #include "common/fd.hpp"
@@ -27,12 +28,7 @@ namespace {
 
 constexpr std::string_view kNone = "-";
 
-std::string_view type_name(std::uint32_t mode) {
-  if (S_ISREG(mode)) return "file";
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISLNK(mode)) return "symlink";
-  return "other";
-}
+std::string_view type_name(std::uint32_t mode) { return file_type_name(mode); }
 
 // The types the archive keeps; everything else on disk is skipped.
 bool kept_type(mode_t mode) { return S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode); }

@@ -112,12 +112,7 @@ struct Change {
   std::uint64_t entries = 0;            // a renamed folder: the entries that moved with it
 };
 
-std::string type_name(const ar::Version& v) {
-  if (S_ISREG(v.mode)) return "file";
-  if (S_ISLNK(v.mode)) return "symlink";
-  if (S_ISDIR(v.mode)) return "directory";
-  return "other";
-}
+std::string type_name(const ar::Version& v) { return std::string(file_type_name(v.mode)); }
 
 // How `after` differs from `before` (both versions that exist): the type first, then what a
 // file or link holds, then mode, owner, group and mtime. A folder's mtime alone is no

@@ -57,7 +57,7 @@ std::string archive_text(const ArchiveStatus& archive, double age, const ViewOpt
 Json archive_json(const ArchiveStatus& archive, double age);
 
 Json item_json(const db::ItemRecord& item);
-// One line per item, then its error indented below it.
+// A header, then one line per item (local time to the second), its error indented below it.
 std::string items_text(const std::vector<db::ItemRecord>& items, const ViewOptions& options);
 
 // JSON text that never throws on invalid UTF-8 (it is replaced).

@@ -1,5 +1,7 @@
 #include "cli/subcommand.hpp"
 
+#include <sys/stat.h>
+
 #include <utility>
 
 #include <fmt/format.h>
@@ -23,6 +25,13 @@ void add_path_argument(CLI::App& command, std::string& path, bool& escaped) {
 
 void run_when_parsed(CLI::App& command, std::function<int()>& run, std::function<int()> work) {
   command.callback([&run, work = std::move(work)] { run = work; });
+}
+
+std::string_view file_type_name(std::uint32_t mode) {
+  if (S_ISREG(mode)) return "file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symlink";
+  return "other";
 }
 
 Result<std::string> path_argument_bytes(const std::string& arg, bool escaped) {

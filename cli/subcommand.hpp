@@ -3,8 +3,10 @@
 // argument. Not thread-safe: call from main only.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -23,6 +25,10 @@ void add_path_argument(CLI::App& command, std::string& path, bool& escaped);
 // When `command` is parsed, `run` becomes `work`: main runs it once the whole command line
 // is read, and its result is the exit code.
 void run_when_parsed(CLI::App& command, std::function<int()>& run, std::function<int()> work);
+
+// The kind of file a mode names, as every archive subcommand prints it: "file", "directory",
+// "symlink" or "other".
+std::string_view file_type_name(std::uint32_t mode);
 
 // The raw bytes a PATH argument names: as given, or with `escaped` its escaped form (%XX)
 // decoded. A malformed escape and an empty path are refused.

@@ -1,7 +1,8 @@
 // `timewarp mount` (cli/mount_command.hpp) on a real archive: the real program is started as
 // a child, and what it shows under latest/, at/<instant>/ and versions/ is compared, byte for
 // byte and in metadata, with a restore of the same moment; then it is unmounted under load by
-// SIGTERM, by fusermount3 -u and by umount. Needs root and /dev/fuse (skipped otherwise).
+// SIGTERM, by fusermount3 -u and by umount. The format-1 archive of tests/data is mounted and
+// compared with its restore likewise. Needs root and /dev/fuse (skipped otherwise).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -9,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -130,21 +133,13 @@ void archive_tree(const fs::path& archive, const fs::path& root, std::int64_t at
   }
 }
 
-class MountTest : public ::testing::Test {
+// An archive in dir_/archive of the tree tree_, mounted at mnt_ by the real program.
+class MountFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
       GTEST_SKIP() << "timewarp mount needs root and /dev/fuse";
     }
-    tree_ = dir_ / "src/tree";
-    make_tree(tree_);
-    for (const auto& e : fs::recursive_directory_iterator(tree_)) set_mtime(e.path(), kT1 - 5);
-    set_mtime(tree_, kT1 - 5);
-    archive_tree(dir_ / "archive", tree_, kT1);
-    change_tree(tree_);
-    set_mtime(tree_ / "plain.txt", kT2 - 7);
-    archive_tree(dir_ / "archive", tree_, kT2);
-    fs::create_directories(mnt_);
   }
 
   void TearDown() override {
@@ -192,11 +187,98 @@ class MountTest : public ::testing::Test {
     return snapshot_tree(dir_ / name);
   }
 
+  // The names in versions/<file>/, in order, each checked to be a file named by its time
+  // and number (…v1, …v2, …) that is, in content and metadata, what a restore of that
+  // version of `file` gives.
+  std::vector<std::string> versions_as_restored(const fs::path& file) {
+    std::vector<std::string> names;
+    const fs::path history = mnt_ / "versions" / file.relative_path();
+    for (const auto& e : fs::directory_iterator(history)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    const TreeSnapshot shown = snapshot_tree(history);
+    for (std::uint64_t number = 1; number <= names.size(); ++number) {
+      const std::string& name = names[number - 1];
+      EXPECT_TRUE(name.ends_with(fmt::format(".v{}", number))) << name;
+      const TreeSnapshot one = restored({number, std::nullopt}, fmt::format("v{}", number), file);
+      const auto& entry = shown.at(name);
+      const auto& want = one.at(file.filename());
+      EXPECT_EQ(entry.type, want.type);
+      EXPECT_EQ(entry.digest, want.digest);
+      EXPECT_EQ(entry.size, want.size);
+      EXPECT_EQ(entry.mode, want.mode);
+      EXPECT_EQ(entry.mtime_ns, want.mtime_ns);
+      EXPECT_EQ(entry.uid, want.uid);
+      EXPECT_EQ(entry.gid, want.gid);
+    }
+    return names;
+  }
+
   TempDir dir_;
   fs::path tree_;
   fs::path mnt_ = dir_ / "mnt";
   pid_t pid_ = -1;
 };
+
+// The tree of make_tree archived at kT1, changed by change_tree and archived again at kT2.
+class MountTest : public MountFixture {
+ protected:
+  void SetUp() override {
+    MountFixture::SetUp();
+    if (IsSkipped()) return;
+    tree_ = dir_ / "src/tree";
+    make_tree(tree_);
+    for (const auto& e : fs::recursive_directory_iterator(tree_)) set_mtime(e.path(), kT1 - 5);
+    set_mtime(tree_, kT1 - 5);
+    archive_tree(dir_ / "archive", tree_, kT1);
+    change_tree(tree_);
+    set_mtime(tree_ / "plain.txt", kT2 - 7);
+    archive_tree(dir_ / "archive", tree_, kT2);
+    fs::create_directories(mnt_);
+  }
+};
+
+// An archive in the first releases' layout (archive/FORMAT.md), read only: the one
+// tests/archiver/compat_test.cpp reads, unpacked the same way. Its tree was archived at
+// kFormat1Source: notes.txt in two versions, a name with a tab and invalid UTF-8, a link,
+// dir/sub/deep.txt, and dir/gone.txt, since deleted.
+const std::string kFormat1Source = "/timewarp-fixture/src";
+
+class MountFormat1Test : public MountFixture {
+ protected:
+  void SetUp() override {
+    MountFixture::SetUp();
+    if (IsSkipped()) return;
+    const std::string command = fmt::format("tar -xzf '{}/format1-archive.tar.gz' -C '{}'",
+                                            TW_TEST_DATA_DIR, dir_.path().string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    tree_ = kFormat1Source;
+    fs::create_directories(mnt_);
+  }
+};
+
+TEST_F(MountFormat1Test, ShowsTheOldArchiveAsRestoreDoes) {
+  mount();
+  const fs::path latest_dir = mnt_ / "latest" / tree_.relative_path();
+  const TreeSnapshot latest = snapshot_tree(latest_dir);
+  EXPECT_EQ(diff_trees(restored({}, "now"), latest), "");
+  const std::string notes_now = "first version\nsecond version, longer\n";
+  EXPECT_EQ(read_file(latest_dir / "notes.txt"), notes_now);
+  EXPECT_EQ(read_file(latest_dir / "odd\tname %\xff.txt"), "tab\there");
+  EXPECT_EQ(read_file(latest_dir / "dir/sub/deep.txt"), "deep\n");
+  ASSERT_EQ(latest.count("link"), 1U);
+  EXPECT_EQ(latest.at("link").digest, "notes.txt");
+  EXPECT_EQ(latest.count("dir/gone.txt"), 0U);
+
+  const std::vector<std::string> names = versions_as_restored(tree_ / "notes.txt");
+  ASSERT_EQ(names.size(), 2U);
+  const fs::path history = mnt_ / "versions" / tree_.relative_path() / "notes.txt";
+  EXPECT_EQ(read_file(history / names[0]), "first version\n");
+  EXPECT_EQ(read_file(history / names[1]), notes_now);
+
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(), 0);
+  EXPECT_FALSE(fuse_mounted(mnt_));
+}
 
 TEST_F(MountTest, ShowsLatestAnInstantAndVersionsAsRestoreDoes) {
   mount();
@@ -241,26 +323,7 @@ TEST_F(MountTest, ShowsLatestAnInstantAndVersionsAsRestoreDoes) {
   EXPECT_FALSE(fs::exists(mnt_ / "at" / "not-a-time"));
 
   // versions/PATH/: each version of plain.txt as a file named by its time and number.
-  std::vector<std::string> names;
-  const fs::path history = mnt_ / "versions" / tree_.relative_path() / "plain.txt";
-  for (const auto& e : fs::directory_iterator(history)) names.push_back(e.path().filename());
-  std::sort(names.begin(), names.end());
-  ASSERT_EQ(names.size(), 2U);
-  EXPECT_TRUE(names[0].ends_with(".v1") && names[1].ends_with(".v2")) << names[0];
-  for (std::uint64_t number : {1, 2}) {
-    const TreeSnapshot one =
-        restored({number, std::nullopt}, fmt::format("v{}", number), tree_ / "plain.txt");
-    const TreeSnapshot shown = snapshot_tree(history);
-    const auto& entry = shown.at(names[number - 1]);
-    const auto& want = one.at("plain.txt");
-    EXPECT_EQ(entry.type, want.type);
-    EXPECT_EQ(entry.digest, want.digest);
-    EXPECT_EQ(entry.size, want.size);
-    EXPECT_EQ(entry.mode, want.mode);
-    EXPECT_EQ(entry.mtime_ns, want.mtime_ns);
-    EXPECT_EQ(entry.uid, want.uid);
-    EXPECT_EQ(entry.gid, want.gid);
-  }
+  ASSERT_EQ(versions_as_restored(tree_ / "plain.txt").size(), 2U);
   const fs::path links = mnt_ / "versions" / tree_.relative_path() / "link";
   std::vector<std::string> targets;
   for (const auto& e : fs::directory_iterator(links)) {
