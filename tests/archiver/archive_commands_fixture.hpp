@@ -15,6 +15,7 @@
 
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
+#include "cli_in_process.hpp"
 #include "cli/archive_commands.hpp"
 #include "cli/retention_commands.hpp"
 
@@ -24,30 +25,9 @@ class ArchiveCommandsTest : public ::testing::Test {
  protected:
   // Runs `timewarp <args...>` with the archive as backup root; returns the exit code.
   int run(std::vector<std::string> args, std::string* out = nullptr, std::string* err = nullptr) {
-    Config config;
-    CLI::App app{"test"};
-    app.name("timewarp");
-    app.require_subcommand(1);
-    add_config_options(app, config);
-    std::function<int()> work;
-    add_archive_commands(app, config, work);
-    add_retention_commands(app, config, work);
-    args.insert(args.begin(), "--backup-root=" + archive_);
-    args.insert(args.begin(), "timewarp");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    const int parsed = parse_command_line(app, static_cast<int>(argv.size()), argv.data());
-    if (parsed >= 0) return parsed;
-    std::ostringstream captured_out;
-    std::ostringstream captured_err;
-    auto* old_out = std::cout.rdbuf(captured_out.rdbuf());
-    auto* old_err = std::cerr.rdbuf(captured_err.rdbuf());
-    const int code = work ? work() : -100;
-    std::cout.rdbuf(old_out);
-    std::cerr.rdbuf(old_err);
-    if (out != nullptr) *out = captured_out.str();
-    if (err != nullptr) *err = captured_err.str();
-    return code;
+    return test::run_timewarp(
+        archive_, std::move(args),
+        [](CLI::App& app, Config& config, std::function<int()>& work) { add_archive_commands(app, config, work); add_retention_commands(app, config, work); }, out, err);
   }
 
   void archive_file(const std::string& path) {

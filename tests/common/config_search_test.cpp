@@ -15,32 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "config_parse.hpp"
 #include "support/test_support.hpp"
 
 namespace tw {
 namespace {
 
-struct Parsed {
-  int code;
-  std::string out;
-  std::string err;
-  Config config;
-};
-
-Parsed parse(std::vector<std::string> args, ConfigSearch search = ConfigSearch::Search) {
-  Parsed p{};
-  CLI::App app{"test"};
-  app.name("test");
-  add_config_options(app, p.config);
-  args.insert(args.begin(), "test");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  p.code = parse_command_line(app, static_cast<int>(argv.size()), argv.data(), search, &p.config);
-  p.err = testing::internal::GetCapturedStderr();
-  p.out = testing::internal::GetCapturedStdout();
-  return p;
+// A command line of a program that searches for its file (timewarp, timewarp-monitor).
+test::Parsed parse(std::vector<std::string> args) {
+  return test::parse(std::move(args), ConfigSearch::Search);
 }
 
 // Sets (or with nullopt unsets) an environment variable for the life of the object.
@@ -135,7 +118,7 @@ TEST_F(SearchPlaces, TheSchedulerAndArchiversReadOnlyAFileTheyAreGiven) {
   const auto named = write("named.toml", "/from/named");
   write("project/.timewarp.toml", "/from/project");
   ScopedEnv env("TIMEWARP_CONFIG", named);
-  auto p = parse({}, ConfigSearch::Off);
+  auto p = test::parse({});
   ASSERT_EQ(p.code, -1) << p.err;
   EXPECT_EQ(p.config.backup_root, "");
   EXPECT_EQ(p.config.config_file, "");
@@ -173,7 +156,7 @@ TEST_F(SearchPlaces, EachKeySaysWhereItsValueCameFrom) {
 }
 
 TEST(ConfigVersion, EveryProgramAnswersVersion) {
-  auto p = parse({"--version"}, ConfigSearch::Off);
+  auto p = test::parse({"--version"});
   EXPECT_EQ(p.code, 0) << p.err;
   EXPECT_EQ(p.out, "test " + std::string(kVersion) + "\n");
   EXPECT_FALSE(kVersion.empty());

@@ -18,30 +18,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config_parse.hpp"
 #include "support/test_support.hpp"
 
 namespace tw {
 namespace {
 
-struct Parsed {
-  int code;
-  std::string err;
-  Config config;
-};
-
-Parsed parse(std::vector<std::string> args) {
-  Parsed p{};
-  CLI::App app{"test"};
-  app.name("test");
-  add_config_options(app, p.config);
-  args.insert(args.begin(), "test");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  testing::internal::CaptureStderr();
-  p.code = parse_command_line(app, static_cast<int>(argv.size()), argv.data());
-  p.err = testing::internal::GetCapturedStderr();
-  return p;
-}
+using test::parse;
+using test::Parsed;
 
 TEST(Config, FileKeysAndFlags) {
   test::TempDir dir;
