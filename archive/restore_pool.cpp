@@ -27,6 +27,12 @@ constexpr std::ptrdiff_t kSyncing = 256;
 // /usr/share/doc took 1.4 s synced one after another on one thread, 0.8 s on 4 and 0.36 s
 // on 16 (ext4 on a virtual disk).
 constexpr std::size_t kSyncThreads = 16;
+// With one syncfs at the end, the sync thread also syncs the filesystem each time this many
+// more bytes are placed, so that the disk writes beside the workers rather than all at the
+// end: a copy of /usr/share (915 MB) was placed in 3.8 s and its final syncfs took 1.15 s;
+// with these syncs, placed in 3.8 s and synced 0.05 s after. Writing each file back as it
+// is placed (sync_file_range) made the placing 50% slower: many small writes.
+constexpr std::uint64_t kSyncEvery = std::uint64_t{128} << 20;
 
 // Workers placing files: the cores this process may run on, at least 2 (a worker also waits
 // for the disk), at most 4 (each may hold a window of a large file's blobs).
@@ -123,6 +129,10 @@ void PlacePool::place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entr
       placed_.files += placed.files;
       placed_.symlinks += placed.symlinks;
       placed_.bytes += placed.bytes;
+      if (!sync_each_ && placed_.bytes >= synced_bytes_ + kSyncEvery) {
+        synced_bytes_ = placed_.bytes;
+        boost::asio::post(*syncers_, [dir] { ::syncfs(dir->get()); });  // checked at the end
+      }
       for (auto& problem : placed.problems)
         place_problems_.emplace_back(number, std::move(problem));
     }

@@ -2,8 +2,8 @@
 // a worker with a view of the archive of its own (Layout::reader; the views are kept and
 // taken in turn), and made durable one of two ways (Durability): threads that fsync each
 // file once it is in place, then every directory the restore wrote into; or one syncfs at
-// the end. Internal to the archive library; one PlacePool belongs to one restore, its
-// methods called from one thread.
+// the end (begun early: a syncfs on the sync thread every kSyncEvery bytes placed). Internal to the
+// archive library; one PlacePool belongs to one restore, its methods called from one thread.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +84,7 @@ class PlacePool {
   // What the workers placed, and what they could not (by the entry's number, so that the
   // report names them in the order queued), then the syncs' problems.
   RestoreReport placed_ GUARDED_BY(mutex_);
+  std::uint64_t synced_bytes_ GUARDED_BY(mutex_) = 0;  // placed_.bytes at the last syncfs
   std::vector<std::pair<std::uint64_t, std::string>> place_problems_ GUARDED_BY(mutex_);
   std::counting_semaphore<> queued_;   // entries queued and not yet placed (each holds its dir)
   std::counting_semaphore<> syncing_;  // descriptors waiting for their sync

@@ -40,21 +40,45 @@ std::string in_the_way(int dir_fd, const std::string& name, const std::string& w
   return fmt::format("{} is not a directory (a file is in the way)", where);
 }
 
+// Why `name` could not be placed inside `dir_fd`: something has that name already.
+Fault exists(int dir_fd, const std::string& name, const std::string& target) {
+  struct stat existing {};
+  if (::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISDIR(existing.st_mode)) {
+    return permanent(fmt::format("{} exists and is a directory", shown_path(target)));
+  }
+  return permanent(fmt::format("{} exists (use --force to overwrite)", shown_path(target)));
+}
+
+// Gives the unnamed file open as `fd` the name `name` inside `dir_fd`: 0, or the errno.
+// linkat never replaces a name. Through the descriptor itself (AT_EMPTY_PATH, which some
+// kernels allow only with CAP_DAC_READ_SEARCH), else through its /proc name (our own
+// descriptor; not a link anyone else could have planted). ENOENT: neither works here.
+int link_unnamed(int fd, int dir_fd, const std::string& name) {
+  static std::atomic<bool> by_descriptor{true};
+  if (by_descriptor && ::linkat(fd, "", dir_fd, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+  if (by_descriptor && errno != ENOENT) return errno;
+  by_descriptor = false;
+  const std::string proc = fmt::format("/proc/self/fd/{}", fd);
+  if (::linkat(AT_FDCWD, proc.c_str(), dir_fd, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  return errno;
+}
+
 }  // namespace
 
 // --- One version ------------------------------------------------------------------------
 
 Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
                      const std::string& target) {
+  if (!options_.overwrite && !v.is_symlink()) {
+    bool placed = false;
+    TRY(place_unnamed(dir_fd, name, v, target, placed));
+    if (placed) return Ok{};
+  }
   struct stat existing {};
   const bool replacing = ::fstatat(dir_fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0;
-  if (replacing) {
-    if (S_ISDIR(existing.st_mode)) {
-      return permanent(fmt::format("{} exists and is a directory", shown_path(target)));
-    }
-    if (!options_.overwrite) {
-      return permanent(fmt::format("{} exists (use --force to overwrite)", shown_path(target)));
-    }
+  if (replacing && (S_ISDIR(existing.st_mode) || !options_.overwrite)) {
+    return exists(dir_fd, name, target);
   }
   // Unique among the restores of this process and their workers.
   static std::atomic<std::uint64_t> counter{0};
@@ -69,9 +93,7 @@ Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
   int renamed = -1;
   if (!options_.overwrite) {
     renamed = ::renameat2(dir_fd, temp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
-    if (renamed != 0 && errno == EEXIST) {
-      return permanent(fmt::format("{} exists (use --force to overwrite)", shown_path(target)));
-    }
+    if (renamed != 0 && errno == EEXIST) return exists(dir_fd, name, target);
   }
   if (renamed != 0 && ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
     return sys_fault("cannot rename into", target);
@@ -84,6 +106,33 @@ Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
     report_.bytes += v.size;
     if (defer_ && !replacing) defer_(std::move(made), target);
   }
+  if (options_.on_placed) options_.on_placed(v);
+  return Ok{};
+}
+
+Done Restorer::place_unnamed(int dir_fd, const std::string& name, const Version& v,
+                             const std::string& target, bool& placed) {
+  UniqueFd fd(::openat(dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+  if (!fd) {
+    // Filesystems without unnamed files (some network and FUSE ones) take the temporary
+    // name instead.
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) return Ok{};
+    return sys_fault("cannot create", target);
+  }
+  TRY(fill_file(fd.get(), v, target));
+  if (!defer_ && ::fsync(fd.get()) != 0) return sys_fault("cannot sync", target);
+  if (const int failed = link_unnamed(fd.get(), dir_fd, name); failed != 0) {
+    if (failed == EEXIST) return exists(dir_fd, name, target);
+    if (failed != ENOENT) {
+      errno = failed;
+      return sys_fault("cannot link into place", target);
+    }
+    return Ok{};  // neither way of linking works here: the temporary name does
+  }
+  placed = true;
+  ++report_.files;
+  report_.bytes += v.size;
+  if (defer_) defer_(std::move(fd), target);
   if (options_.on_placed) options_.on_placed(v);
   return Ok{};
 }
@@ -120,15 +169,19 @@ Done Restorer::make_file(int dir_fd, const std::string& temp, const Version& v,
     cleanup.dismiss();
     return sys_fault("cannot create", target);
   }
-  auto written = layout_.extract(v, fd.get(), true);
+  TRY(fill_file(fd.get(), v, target));
+  made = std::move(fd);
+  return Ok{};
+}
+
+Done Restorer::fill_file(int fd, const Version& v, const std::string& target) {
+  auto written = layout_.extract(v, fd, true);
   if (!written) return in_context(shown_path(target), written.fault());
   if (*written != v.size) {
     return permanent(fmt::format("{}: content {} holds {} bytes, the version says {}",
                                  shown_path(target), v.sha256, *written, v.size));
   }
-  TRY(apply_metadata(fd.get(), v, options_, target));
-  made = std::move(fd);
-  return Ok{};
+  return apply_metadata(fd, v, options_, target);
 }
 
 Done apply_metadata(int fd, const Version& v, const RestoreOptions& options,

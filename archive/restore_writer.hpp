@@ -36,6 +36,14 @@ class Restorer {
   Done place(int dir_fd, const std::string& name, const Version& v, const std::string& target);
 
  private:
+  // Without --force, a file is written unnamed (O_TMPFILE) and linked under `name` once
+  // whole and checked: no temporary name, no rename, and an existing `name` is never
+  // replaced. `placed` stays false where the filesystem cannot do it; the caller then
+  // takes a temporary name.
+  Done place_unnamed(int dir_fd, const std::string& name, const Version& v,
+                     const std::string& target, bool& placed);
+  // The content of `v` written to `fd` and checked, then its owner, mode and times.
+  Done fill_file(int fd, const Version& v, const std::string& target);
   // The link of version `v` as `temp` inside `dir_fd`, with its owner and times.
   Done make_link(int dir_fd, const std::string& temp, const Version& v, const std::string& target);
   // The file of version `v` as `temp` inside `dir_fd`, open as `made`: content, owner, mode,
