@@ -86,14 +86,11 @@ Expected<RestoreReport> restore_one(Layout& layout, const std::string& path, con
 }
 
 // A directory and everything archived beneath it, made durable as choose_durability says.
+// The entries are placed as they are read, unless the pool's workers read `layout` itself.
 Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
-                                     const std::vector<std::string>& within, const Chosen& chosen,
+                                     std::vector<std::string> within, const Chosen& chosen,
                                      const RestoreOptions& options,
                                      const std::function<bool()>& cancelled, RestoreReport report) {
-  TreeReading reading;
-  TRY_ASSIGN(const auto entries, tree_entries(layout, path, within, chosen, cancelled, reading));
-  for (auto& line : reading.problems) report.problems.push_back(std::move(line));
-  report.skipped += reading.skipped;
   const std::string dest = options.destination.empty() ? path : options.destination;
   report.destination = dest;
   bool created_root = false;
@@ -101,12 +98,26 @@ Expected<RestoreReport> restore_tree(Layout& layout, const std::string& path,
   const auto meminfo = read_small_file("/proc/meminfo", 1 << 16);
   PlacePool pool(
       layout, options,
-      choose_durability(options.durability, meminfo ? *meminfo : std::string(), entries.size()));
+      choose_durability(options.durability, meminfo ? *meminfo : std::string(), within.size()));
   TreeWriter writer(pool, options, root_fd.get(), dest, report);
-  for (const auto& entry : entries) {
-    if (cancelled && cancelled()) return retry("cancelled");
-    writer.write(entry, created_root);
+  const std::size_t found_before = report.problems.size();
+  TreeReading reading;
+  if (pool.uses_layout()) {
+    TRY_ASSIGN(auto entries,
+               tree_entries(layout, path, std::move(within), chosen, cancelled, reading));
+    for (auto& entry : entries) {
+      if (cancelled && cancelled()) return retry("cancelled");
+      writer.write(std::move(entry), created_root);
+    }
+  } else {
+    TRY(each_tree_entry(layout, path, std::move(within), chosen, cancelled, reading,
+                        [&](TreeEntry entry) { writer.write(std::move(entry), created_root); }));
   }
+  // What the reading met comes before what the writing did.
+  report.problems.insert(report.problems.begin() + static_cast<std::ptrdiff_t>(found_before),
+                         std::make_move_iterator(reading.problems.begin()),
+                         std::make_move_iterator(reading.problems.end()));
+  report.skipped += reading.skipped;
   writer.finish();
   // A destination made here is an entry of the folder above it.
   if (created_root) {
@@ -146,7 +157,8 @@ Expected<RestoreReport> restore_archived(Layout& layout, std::string_view raw,
   if (options.which.at_ns) {
     leave_out_thinned(kept, path, *options.which.at_ns, within, "not restored", report.problems);
   }
-  return restore_tree(layout, path, within, chosen, options, cancelled, std::move(report));
+  return restore_tree(layout, path, std::move(within), chosen, options, cancelled,
+                      std::move(report));
 }
 
 }  // namespace tw::archive

@@ -67,12 +67,14 @@ PlacePool::PlacePool(Layout& layout, const RestoreOptions& options, Durability d
       syncing_(kSyncing) {
   {
     MutexLock lock(&mutex_);
-    free_views_.push_back(&layout_);
-    // More workers only when the archive has other views: each has one of its own.
+    // More workers only when the archive has other views: each has one of its own, and
+    // `layout` stays the caller's.
     if (auto other = layout_.reader()) {
       workers_ = worker_count();
       free_views_.push_back(other.get());
       views_.push_back(std::move(other));
+    } else {
+      free_views_.push_back(&layout_);
     }
   }
   syncers_.emplace(sync_each_ ? kSyncThreads : 1);
@@ -105,11 +107,10 @@ void PlacePool::give_back(Layout* view) {
   free_views_.push_back(view);
 }
 
-void PlacePool::place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entry,
-                      std::string target) {
+void PlacePool::place(std::shared_ptr<const UniqueFd> dir, TreeEntry entry, std::string target) {
   queued_.acquire();
-  boost::asio::post(*placers_, [this, number = queued_count_++, &entry, dir = std::move(dir),
-                                target = std::move(target)] {
+  boost::asio::post(*placers_, [this, number = queued_count_++, entry = std::move(entry),
+                                dir = std::move(dir), target = std::move(target)] {
     RestoreReport placed;
     if (Layout* view = take_view()) {
       Restorer restorer(*view, options_, placed);

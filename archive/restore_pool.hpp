@@ -43,8 +43,9 @@ Durability choose_durability(Durability asked, std::string_view meminfo, std::si
 
 class PlacePool {
  public:
-  // Workers for `layout` (one, on `layout` itself, when it gives no other view) and, with
-  // Durability::EachFile, threads that sync. `durability` is EachFile or WholeFilesystem.
+  // Workers for `layout`, each on a view of its own (one, on `layout` itself, when it gives
+  // no other view: uses_layout()) and, with Durability::EachFile, threads that sync.
+  // `durability` is EachFile or WholeFilesystem.
   PlacePool(Layout& layout, const RestoreOptions& options, Durability durability);
   // Waits for the work under way (a restore cancelled or failed midway).
   ~PlacePool();
@@ -53,9 +54,12 @@ class PlacePool {
 
   // Places `entry`'s version as its last component in directory `dir`, which stays open
   // until that is done; `target` names it. Waits while the pool holds as many as it takes.
-  void place(std::shared_ptr<const UniqueFd> dir, const TreeEntry& entry, std::string target);
+  void place(std::shared_ptr<const UniqueFd> dir, TreeEntry entry, std::string target);
   // Waits until everything queued to place() is placed (their syncs may still run).
   void wait();
+  // Whether the workers read `layout` itself, which the caller then must not use until
+  // wait() returns.
+  bool uses_layout() const { return workers_ == 1; }
   // Whether each file and directory is synced (Durability::EachFile).
   bool syncs_each() const { return sync_each_; }
   // Syncs `fd` (a directory, once everything in it is placed), closing it after; with

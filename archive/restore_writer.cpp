@@ -255,18 +255,20 @@ TreeWriter::TreeWriter(PlacePool& pool, const RestoreOptions& options, int root_
       root_shown_(shown_path(dest_)),
       report_(report) {}
 
-void TreeWriter::write(const TreeEntry& entry, bool created_root) {
+void TreeWriter::write(TreeEntry entry, bool created_root) {
   if (entry.parts.empty()) {  // the restored path itself, a directory version
-    directories_[{}] = created_root || options_.overwrite ? &entry.version : nullptr;
-    ++report_.directories;
     if (options_.on_placed) options_.on_placed(entry.version);
+    auto& metadata = directories_[{}];
+    if (created_root || options_.overwrite) metadata = std::move(entry.version);
+    ++report_.directories;
     return;
   }
   auto parent = parent_of(entry);
   if (!parent) return;
   const std::string& name = entry.parts.back();
   if (!entry.version.is_directory()) {
-    pool_.place(std::move(parent), entry, target(entry.parts));
+    std::string shown = target(entry.parts);
+    pool_.place(std::move(parent), std::move(entry), std::move(shown));
     return;
   }
   const bool made = ::mkdirat(parent->get(), name.c_str(), 0700) == 0;
@@ -279,10 +281,10 @@ void TreeWriter::write(const TreeEntry& entry, bool created_root) {
                     shown_path(target(entry.parts))));
     return;
   }
-  const Version*& metadata = directories_[entry.parts];
-  if (made || options_.overwrite) metadata = &entry.version;
-  ++report_.directories;
   if (options_.on_placed) options_.on_placed(entry.version);
+  auto& metadata = directories_[entry.parts];
+  if (made || options_.overwrite) metadata = std::move(entry.version);
+  ++report_.directories;
 }
 
 void TreeWriter::finish() {
@@ -290,13 +292,13 @@ void TreeWriter::finish() {
   pool_.wait();
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
     const auto& [parts, version] = *it;
-    if (version == nullptr && !pool_.syncs_each()) continue;  // nothing to do to it
+    if (!version && !pool_.syncs_each()) continue;  // nothing to do to it
     auto fd = open_below(root_fd_, parts, parts.size(), false, root_shown_);
     if (!fd) {
       report_.problems.push_back(fd.error());
       continue;
     }
-    if (version != nullptr) {
+    if (version) {
       if (auto applied = apply_metadata(fd->get(), *version, options_, target(parts)); !applied) {
         report_.problems.push_back(applied.error());
       }
@@ -327,8 +329,8 @@ std::shared_ptr<const UniqueFd> TreeWriter::parent_of(const TreeEntry& entry) {
   // It and every folder above it hold what this restore writes: each is synced at the end
   // (a folder's entry is durable once the folder holding it is synced).
   for (std::size_t n = 0; n <= open_parts_.size(); ++n) {
-    directories_.try_emplace(std::vector<std::string>(open_parts_.begin(), open_parts_.begin() + n),
-                             nullptr);
+    directories_.try_emplace(
+        std::vector<std::string>(open_parts_.begin(), open_parts_.begin() + n));
   }
   return open_parent_;
 }

@@ -8,11 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "archive/expected.hpp"
 #include "archive/layout.hpp"
+#include "archive/snapshot.hpp"
 #include "archive/types.hpp"
 #include "common/fd.hpp"
 
@@ -75,12 +77,6 @@ Expected<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts
 // created when `create`; `*created` says whether `dest` itself was.
 Expected<UniqueFd> open_destination(const std::string& dest, bool create, bool* created);
 
-// An entry of a tree to restore: its components below the restored path, and its version.
-struct TreeEntry {
-  std::vector<std::string> parts;
-  Version version;
-};
-
 class PlacePool;
 
 // Writes a tree's entries (sorted by components) below the open destination `root_fd`:
@@ -94,7 +90,7 @@ class TreeWriter {
   TreeWriter(PlacePool& pool, const RestoreOptions& options, int root_fd, std::string dest,
              RestoreReport& report);
 
-  void write(const TreeEntry& entry, bool created_root);
+  void write(TreeEntry entry, bool created_root);
   // Once every entry is written: waits for the pool's placing, then directory metadata,
   // deepest first, so restoring entries does not change it again, and their syncs.
   void finish();
@@ -112,9 +108,9 @@ class TreeWriter {
   std::string root_shown_;
   RestoreReport& report_;
   // Every directory written into or made, by components below the destination, with the
-  // version whose metadata it is to get (null: none, it was there already or is known only
+  // version whose metadata it is to get (none: it was there already or is known only
   // as a parent). Reverse order is deepest first.
-  std::map<std::vector<std::string>, const Version*> directories_;
+  std::map<std::vector<std::string>, std::optional<Version>> directories_;
   std::vector<std::string> open_parts_;
   std::shared_ptr<const UniqueFd> open_parent_;
 };

@@ -27,6 +27,16 @@ std::string nearest_kept(const KeptMoments& kept, std::int64_t at_ns) {
   return nearest.empty() ? "none" : nearest;
 }
 
+// Paths in the order of their components ('/' before every byte a name may hold), so that
+// the components of a path below another compare as whole vectors would.
+bool components_less(const std::string& a, const std::string& b) {
+  const auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  if (ib == b.end()) return false;  // b is a prefix of a (or equal)
+  if (ia == a.end()) return true;
+  if (*ia == '/' || *ib == '/') return *ia == '/';
+  return static_cast<unsigned char>(*ia) < static_cast<unsigned char>(*ib);
+}
+
 }  // namespace
 
 const Version* pick(const std::vector<Version>& versions, std::int64_t at_limit) {
@@ -101,12 +111,11 @@ void name_unplaced(Unplaced unplaced, const std::string& path, std::string_view 
   for (auto& line : unplaced.named) problems.push_back(std::move(line));
 }
 
-Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string& path,
-                                              const std::vector<std::string>& within,
-                                              const Chosen& chosen,
-                                              const std::function<bool()>& cancelled,
-                                              TreeReading& reading) {
-  std::vector<TreeEntry> entries;
+Done each_tree_entry(Layout& layout, const std::string& path, std::vector<std::string> within,
+                     const Chosen& chosen, const std::function<bool()>& cancelled,
+                     TreeReading& reading, const std::function<void(TreeEntry)>& each) {
+  // In the order of their components: a folder before what is in it.
+  std::sort(within.begin(), within.end(), components_less);
   bool stopped = false;
   TRY(layout.each_history(within, [&](std::size_t i, Expected<std::vector<Version>> history) {
     if (cancelled && cancelled()) {
@@ -134,12 +143,20 @@ Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string&
       reading.problems.push_back(fmt::format("refusing unsafe archived path {}", shown_path(p)));
       return true;
     }
-    entries.push_back(TreeEntry{std::move(parts), std::move(*version)});
+    each(TreeEntry{std::move(parts), std::move(*version)});
     return true;
   }));
   if (stopped) return retry("cancelled");
-  std::sort(entries.begin(), entries.end(),
-            [](const TreeEntry& a, const TreeEntry& b) { return a.parts < b.parts; });
+  return Ok{};
+}
+
+Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string& path,
+                                              std::vector<std::string> within, const Chosen& chosen,
+                                              const std::function<bool()>& cancelled,
+                                              TreeReading& reading) {
+  std::vector<TreeEntry> entries;
+  TRY(each_tree_entry(layout, path, std::move(within), chosen, cancelled, reading,
+                      [&](TreeEntry entry) { entries.push_back(std::move(entry)); }));
   return entries;
 }
 

@@ -14,7 +14,6 @@
 
 #include "archive/expected.hpp"
 #include "archive/layout.hpp"
-#include "archive/restore_writer.hpp"  // TreeEntry: a tree's entry as restore writes it
 #include "archive/retention.hpp"
 #include "archive/types.hpp"
 
@@ -53,6 +52,12 @@ void leave_out_thinned(const KeptScopes& kept, const std::string& path, std::int
 void name_unplaced(Unplaced unplaced, const std::string& path, std::string_view left_out,
                    std::vector<std::string>& problems);
 
+// An entry of a tree read at a moment: its components below the tree's path, and its version.
+struct TreeEntry {
+  std::vector<std::string> parts;
+  Version version;
+};
+
 // What reading a tree at a moment met besides its entries.
 struct TreeReading {
   std::vector<std::string> problems;  // histories not read, unsafe names; one line each
@@ -66,9 +71,13 @@ struct TreeReading {
 // be read and names that cannot be a file's are problems of `reading`. `cancelled`
 // (optional) stops it with a RETRY fault.
 Expected<std::vector<TreeEntry>> tree_entries(Layout& layout, const std::string& path,
-                                              const std::vector<std::string>& within,
-                                              const Chosen& chosen,
+                                              std::vector<std::string> within, const Chosen& chosen,
                                               const std::function<bool()>& cancelled,
                                               TreeReading& reading);
+// The same entries handed to `each` one at a time, in the same order, as they are read (a
+// restore places them meanwhile).
+Done each_tree_entry(Layout& layout, const std::string& path, std::vector<std::string> within,
+                     const Chosen& chosen, const std::function<bool()>& cancelled,
+                     TreeReading& reading, const std::function<void(TreeEntry)>& each);
 
 }  // namespace tw::archive

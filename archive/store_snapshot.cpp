@@ -62,8 +62,8 @@ Expected<std::vector<Store::EntryAt>> Store::list_at(std::string_view raw,
   if (at_ns) leave_out_thinned(kept, dir, *at_ns, children, kLeftOut, unlisted);
   const Chosen chosen{nullptr, at_ns.value_or(INT64_MAX)};
   TreeReading reading;
-  TRY_ASSIGN(auto entries,
-             tree_entries(layout, dir, children, chosen, impl_->hooks.cancelled, reading));
+  TRY_ASSIGN(auto entries, tree_entries(layout, dir, std::move(children), chosen,
+                                        impl_->hooks.cancelled, reading));
   // A history that could not be read fails the listing rather than hiding an entry; a name
   // that cannot be a file's (damage, which verify names) is left out.
   if (reading.unreadable) return *reading.unreadable;
@@ -84,7 +84,7 @@ Expected<Store::TreeAt> Store::tree_at(std::string_view raw,
   if (at_ns) leave_out_thinned(kept, dir, *at_ns, within, kLeftOut, tree.problems);
   TreeReading reading;
   TRY_ASSIGN(auto entries,
-             tree_entries(layout, dir, within, chosen, impl_->hooks.cancelled, reading));
+             tree_entries(layout, dir, std::move(within), chosen, impl_->hooks.cancelled, reading));
   for (auto& line : reading.problems) tree.problems.push_back(std::move(line));
   tree.entries = named_below(dir, std::move(entries));
   return tree;

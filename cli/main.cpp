@@ -1,4 +1,6 @@
 // timewarp: the operator's tool.
+#include <malloc.h>
+
 #include <iostream>
 
 #include <spdlog/spdlog.h>
@@ -15,9 +17,17 @@
 #include "common/logging.hpp"
 
 int main(int argc, char** argv) {
+  // Restore, verify and mount decompress blobs of up to 8 MiB into buffers made and freed
+  // blob after blob. With glibc's adaptive defaults most came from fresh memory (a new
+  // mapping, or heap given back to the kernel and taken again), each page faulted in and
+  // zeroed: a restore of 1 GiB spent 2.1 s of system time (0.8-1.0 s with these). The freed
+  // memory kept for reuse stays under 64 MiB an arena.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
   tw::Config config;
-  CLI::App app{"timewarp: the operator's tool of TimeWarp, which keeps every version of every "
-                "file:\nthe queue's progress, the archive's versions, restore, verify, retention."};
+  CLI::App app{
+      "timewarp: the operator's tool of TimeWarp, which keeps every version of every "
+      "file:\nthe queue's progress, the archive's versions, restore, verify, retention."};
   app.name("timewarp");
   app.require_subcommand(1);
   tw::add_config_options(app, config);

@@ -419,7 +419,7 @@ Expected<ChunkStore::Located> ChunkStore::locate(const std::string& id,
   }
 }
 
-Expected<std::vector<char>> ChunkStore::read_located(const Located& at) {
+Expected<BlobBytes> ChunkStore::read_located(const Located& at) {
   // The whole content is hashed by the sink against the version's digest: no blob's own.
   auto raw = read_blob(at.pack_fd, at.ref, *at.id, false);
   if (!raw) {
@@ -440,7 +440,7 @@ Expected<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chun
   const std::size_t size = workers > 1 ? std::min(2 * workers, kOpenPacks) : 1;
   struct Slot {
     Located at;
-    Expected<std::vector<char>> raw = retry("not read");
+    Expected<BlobBytes> raw = retry("not read");
   };
   std::vector<Slot> ready;  // the window read last, to write
   for (std::size_t next = 0; next < chunks.size() || !ready.empty();) {

@@ -161,7 +161,7 @@ class ChunkStore {
   bool drop_missed(PriorCuts& cuts);
   Done store_window(Pass& pass, std::size_t workers);
   // The blob's bytes (safe on any thread).
-  static Expected<std::vector<char>> read_located(const Located& at);
+  static Expected<BlobBytes> read_located(const Located& at);
   // An open read descriptor of pack `name` (a few are kept open).
   Expected<int> pack_fd(const std::string& name);
 

@@ -78,8 +78,8 @@ Expected<ContentReader::Bytes> ContentReader::blob(const std::string& id,
     blobs_.splice(blobs_.begin(), blobs_, found->second);
     return blobs_.front().second;
   }
-  TRY_ASSIGN(std::vector<char> raw, read_checked(id, staged));
-  auto bytes = std::make_shared<const std::vector<char>>(std::move(raw));
+  TRY_ASSIGN(BlobBytes raw, read_checked(id, staged));
+  auto bytes = std::make_shared<const BlobBytes>(std::move(raw));
   cached_bytes_ += bytes->size();
   blobs_.emplace_front(id, bytes);
   by_id_[id] = blobs_.begin();
@@ -92,8 +92,7 @@ Expected<ContentReader::Bytes> ContentReader::blob(const std::string& id,
   return bytes;
 }
 
-Expected<std::vector<char>> ContentReader::read_checked(const std::string& id,
-                                                        const CatalogBatch* staged) {
+Expected<BlobBytes> ContentReader::read_checked(const std::string& id, const CatalogBatch* staged) {
   TRY_ASSIGN(ChunkStore::Located at, chunks_.locate(id, staged));
   auto raw = read_blob(at.pack_fd, at.ref, id);
   if (!raw && (staged == nullptr || staged->blob(id) == nullptr)) {

@@ -35,7 +35,7 @@ class ContentReader {
                              const CatalogBatch* staged);
 
  private:
-  using Bytes = std::shared_ptr<const std::vector<char>>;
+  using Bytes = std::shared_ptr<const BlobBytes>;
   // Where each blob of one content ends in it, the blobs being the version's, in order.
   struct Extents {
     std::string sha256;
@@ -45,7 +45,7 @@ class ContentReader {
   Expected<const Extents*> extents(const Version& v, const CatalogBatch* staged);
   // Blob `id`, decompressed and checked: from the cache, or read and then kept.
   Expected<Bytes> blob(const std::string& id, const CatalogBatch* staged);
-  Expected<std::vector<char>> read_checked(const std::string& id, const CatalogBatch* staged);
+  Expected<BlobBytes> read_checked(const std::string& id, const CatalogBatch* staged);
 
   ChunkStore& chunks_;
   const Catalog& catalog_;

@@ -252,10 +252,9 @@ Expected<std::optional<PackSync>> PackWriter::take_sync() {
 
 Done PackSync::run(const DiskWriter& disk) const { return sync_pack(disk, fd.get(), file, first); }
 
-Expected<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::string_view id,
-                                      bool rehash) {
+Expected<BlobBytes> read_blob(int pack_fd, const BlobRef& ref, std::string_view id, bool rehash) {
   // One read for a version-3 record; a version-2 record (a longer header) needs the rest.
-  std::vector<char> frame(kBlobHeaderSize + ref.stored);
+  BlobBytes frame(kBlobHeaderSize + ref.stored);
   long got = pread_full(pack_fd, frame.data(), frame.size(), ref.offset);
   if (got >= 0 && static_cast<std::size_t>(got) >= kBlobHeaderSize &&
       std::memcmp(frame.data(), kBlobMagicV2.data(), kBlobMagicV2.size()) == 0) {
@@ -273,7 +272,7 @@ Expected<std::vector<char>> read_blob(int pack_fd, const BlobRef& ref, std::stri
         fmt::format("blob header names {} ({} bytes), not {}", header->id, header->raw, id));
   }
   const char* src = frame.data() + header->size;
-  std::vector<char> raw;
+  BlobBytes raw;
   if (!header->compressed) {
     raw.assign(src, src + ref.stored);
   } else {

@@ -151,6 +151,18 @@ TEST_F(SnapshotTest, TreeAtGivesTheWholeTreeSortedByComponents) {
   EXPECT_EQ(paths_of(file->entries), (std::vector<std::string>{src("a")}));
 }
 
+// '-' and '.' sort before '/' as bytes, after it as components: a folder's entries come
+// right after it, before its siblings whose names begin with its own.
+TEST_F(SnapshotTest, TreeAtPutsAFoldersEntriesBeforeItsLongerNamedSiblings) {
+  for (const char* name : {"d/x", "d/y/z", "d-x", "d.y", "d0"}) write_file(src(name), name);
+  for (const char* name : {"", "d0", "d.y", "d-x", "d/y/z", "d/y", "d/x", "d"}) archive(src(name));
+  auto tree = store_->tree_at(src(), std::nullopt);
+  ASSERT_TRUE(tree) << tree.error();
+  EXPECT_EQ(paths_of(tree->entries),
+            (std::vector<std::string>{src(), src("d"), src("d/x"), src("d/y"), src("d/y/z"),
+                                      src("d-x"), src("d.y"), src("d0")}));
+}
+
 // The archive keeps six midnights; src/short keeps two of its own (as in
 // folder_retention_test.cpp). Both files change every day at noon for six days.
 TEST_F(SnapshotTest, AThinnedMomentIsRefusedAndAThinnedFolderLeftOutAndNamed) {
