@@ -71,8 +71,7 @@ int link_unnamed(int fd, int dir_fd, const std::string& name) {
 Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
                      const std::string& target) {
   if (!options_.overwrite && !v.is_symlink()) {
-    bool placed = false;
-    TRY(place_unnamed(dir_fd, name, v, target, placed));
+    TRY_ASSIGN(const bool placed, place_unnamed(dir_fd, name, v, target));
     if (placed) return Ok{};
   }
   struct stat existing {};
@@ -99,24 +98,28 @@ Done Restorer::place(int dir_fd, const std::string& name, const Version& v,
     return sys_fault("cannot rename into", target);
   }
   cleanup.dismiss();
+  counted(v, std::move(made), !replacing, target);
+  return Ok{};
+}
+
+void Restorer::counted(const Version& v, UniqueFd made, bool hand_over, const std::string& target) {
   if (v.is_symlink()) {
     ++report_.symlinks;
   } else {
     ++report_.files;
     report_.bytes += v.size;
-    if (defer_ && !replacing) defer_(std::move(made), target);
+    if (defer_ && hand_over) defer_(std::move(made), target);
   }
   if (options_.on_placed) options_.on_placed(v);
-  return Ok{};
 }
 
-Done Restorer::place_unnamed(int dir_fd, const std::string& name, const Version& v,
-                             const std::string& target, bool& placed) {
+Expected<bool> Restorer::place_unnamed(int dir_fd, const std::string& name, const Version& v,
+                                       const std::string& target) {
   UniqueFd fd(::openat(dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
   if (!fd) {
     // Filesystems without unnamed files (some network and FUSE ones) take the temporary
     // name instead.
-    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) return Ok{};
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) return false;
     return sys_fault("cannot create", target);
   }
   TRY(fill_file(fd.get(), v, target));
@@ -127,14 +130,10 @@ Done Restorer::place_unnamed(int dir_fd, const std::string& name, const Version&
       errno = failed;
       return sys_fault("cannot link into place", target);
     }
-    return Ok{};  // neither way of linking works here: the temporary name does
+    return false;  // neither way of linking works here: the temporary name does
   }
-  placed = true;
-  ++report_.files;
-  report_.bytes += v.size;
-  if (defer_) defer_(std::move(fd), target);
-  if (options_.on_placed) options_.on_placed(v);
-  return Ok{};
+  counted(v, std::move(fd), true, target);
+  return true;
 }
 
 Done Restorer::make_link(int dir_fd, const std::string& temp, const Version& v,

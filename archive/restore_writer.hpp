@@ -40,10 +40,13 @@ class Restorer {
  private:
   // Without --force, a file is written unnamed (O_TMPFILE) and linked under `name` once
   // whole and checked: no temporary name, no rename, and an existing `name` is never
-  // replaced. `placed` stays false where the filesystem cannot do it; the caller then
-  // takes a temporary name.
-  Done place_unnamed(int dir_fd, const std::string& name, const Version& v,
-                     const std::string& target, bool& placed);
+  // replaced. False where the filesystem cannot do it: the caller then takes a temporary
+  // name.
+  Expected<bool> place_unnamed(int dir_fd, const std::string& name, const Version& v,
+                               const std::string& target);
+  // Counts `v` placed, hands its file `made` over to be synced (defer_sync) when
+  // `hand_over`, and tells options.on_placed.
+  void counted(const Version& v, UniqueFd made, bool hand_over, const std::string& target);
   // The content of `v` written to `fd` and checked, then its owner, mode and times.
   Done fill_file(int fd, const Version& v, const std::string& target);
   // The link of version `v` as `temp` inside `dir_fd`, with its owner and times.
