@@ -8,6 +8,9 @@ tw_add_test(monitor_integration_tests EXECUTABLES
           ${CMAKE_CURRENT_LIST_DIR}/child_environment_test.cpp
   LIBS timewarp_common timewarp_db PkgConfig::SQLITE3
   LABELS integration)
+target_compile_definitions(monitor_integration_tests PRIVATE
+  TW_FAULT_ARCHIVER_EXE="$<TARGET_FILE:timewarp-fault-archiver>")
+add_dependencies(monitor_integration_tests timewarp-fault-archiver)
 
 # Items retried after newer changes, through the fault-injecting archiver proxy.
 tw_add_test(retried_requests_tests EXECUTABLES

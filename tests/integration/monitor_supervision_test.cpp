@@ -48,11 +48,17 @@ TEST(MonitorSupervision, SchedulerKilledMidDrainIsRestartedAndEveryItemCompletes
   TW_REQUIRE_DATABASE();
   test::MonitorHarness h;
   // A folder each: the catch-up queues a folder's entries as one SCAN, and the drain must
-  // be made of many items to be killed in its middle.
-  constexpr int kFiles = 1500;
+  // be made of many items to be killed in its middle. The archivers are the real ones
+  // behind a proxy that spends 10 ms on each request, so that the drain lasts at least
+  // 2.5 s on any machine (without it, a fast one drained all in the time a loaded one took
+  // to look at the queue once).
+  constexpr int kFiles = 1000;
   for (int i = 0; i < kFiles; ++i)
     test::write_file(h.path(fmt::format("d{}/f{}", i, i)), fmt::format("{}", i));
-  h.start({"--archivers=4", "--batch-size=50", "--lease-time=2"});
+  h.start({"--archivers=4", "--batch-size=50", "--lease-time=2",
+           std::string("--archiver-exe=") + TW_FAULT_ARCHIVER_EXE,
+           "--archiver-arg=--fault-real=" + test::archiver_exe(),
+           "--archiver-arg=--fault-delay-ms=10"});
   ASSERT_TRUE(h.wait_catchup());
   const auto total = h.db().count("SELECT count(*) FROM timewarp.items");
   ASSERT_GE(total, kFiles);
@@ -62,7 +68,7 @@ TEST(MonitorSupervision, SchedulerKilledMidDrainIsRestartedAndEveryItemCompletes
   ASSERT_TRUE(test::wait_until([&] { return completed() >= 100; }, 60s));
   const auto victim = live_scheduler_pid(h.db());
   ASSERT_GT(victim, 0);
-  ASSERT_LT(completed(), total) << "the drain was over before the kill; use more files";
+  ASSERT_LT(completed(), total) << "the drain was over before the kill; slow the archivers more";
   ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
 
   ASSERT_TRUE(test::wait_until(
@@ -79,7 +85,7 @@ TEST(MonitorSupervision, SchedulerKilledMidDrainIsRestartedAndEveryItemCompletes
   EXPECT_EQ(h.db().count(fmt::format(
                 "SELECT scheduler_restarts FROM timewarp.monitors WHERE pid = {}", h.pid())),
             1);
-  EXPECT_EQ(h.restore(h.path("d1497/f1497")), "1497");
+  EXPECT_EQ(h.restore(h.path("d997/f997")), "997");
   EXPECT_EQ(h.stop(), 0);
   const auto log = test::read_file(h.log_file());
   EXPECT_NE(

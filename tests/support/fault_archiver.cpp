@@ -17,6 +17,8 @@
 //   --fault-retry-match=OP:TEXT  also fails, once and before forwarding, every item whose
 //                            op is OP and whose (escaped) path contains TEXT: a chosen
 //                            item retried after newer changes, for tests of one sequence
+//   --fault-delay-ms=N       waits N ms before forwarding each request: a slow archiver, so
+//                            that a test can act in the middle of a drain on any machine
 //
 // The real archiver never outlives the proxy: it gets SIGKILL when the proxy dies
 // (PR_SET_PDEATHSIG); SIGTERM is passed on and the proxy exits once the archiver has
@@ -64,6 +66,7 @@ struct Settings {
   std::string log_file;
   std::string match_op;    // --fault-retry-match: the op...
   std::string match_text;  // ...and a part of the path
+  int delay_ms = 0;
   std::vector<std::string> forwarded;  // everything that is not ours
 };
 
@@ -88,6 +91,8 @@ Settings parse(int argc, char** argv) {
       s.state_dir = *state;
     } else if (auto log = value_of(arg, "--fault-log")) {
       s.log_file = *log;
+    } else if (auto delay = value_of(arg, "--fault-delay-ms")) {
+      s.delay_ms = std::atoi(delay->c_str());
     } else if (auto match = value_of(arg, "--fault-retry-match")) {
       const auto colon = match->find(':');
       s.match_op = match->substr(0, colon);
@@ -291,6 +296,7 @@ int main(int argc, char** argv) {
       if (!write_line(STDOUT_FILENO, tw::format_response(r))) break;
       continue;
     }
+    if (settings.delay_ms > 0) ::usleep(static_cast<useconds_t>(settings.delay_ms) * 1000);
     if (!write_line(to_archiver, request)) {
       // The archiver is gone: die without answering, as it did.
       ::close(to_archiver);
