@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -65,9 +66,31 @@ struct Unplaced {
 // What a layout keeps of contents read at random (Layout::read_content), at most.
 inline constexpr std::uint64_t kReadCacheBytes = 64 << 20;
 
-// The versions that use each piece of stored content (content id -> "path vN"), gathered by
-// verify's walk of every history.
-using ContentUsers = std::map<std::string, std::vector<std::string>>;
+// The versions that use each piece of stored content, gathered by verify's walk of every
+// history: per content id, the versions naming it, kept as (path, number) and put into
+// words ("used by a v1, b v2") only for a problem's message. (Formatting "path vN" for
+// every use, as verify once did, was most of its walk's time on a tree of many files.)
+class ContentUsers {
+ public:
+  // The uses added next are versions of `path` (kept once, however many it has).
+  void begin_path(std::string path);
+  // Version `number` of the current path names content `id`.
+  void add(const std::string& id, std::uint64_t number);
+  bool contains(const std::string& id) const { return uses_.contains(id); }
+  // "used by a v1, b v2 and 3 more" ("used by no version" for an id nobody uses).
+  std::string text(const std::string& id) const;
+  void erase(const std::string& id) { uses_.erase(id); }
+  // The ids still held (those named but never found in storage), sorted.
+  std::vector<std::string> ids() const;
+
+ private:
+  struct Use {
+    std::size_t path;  // in paths_
+    std::uint64_t number;
+  };
+  std::vector<std::string> paths_;
+  std::unordered_map<std::string, std::vector<Use>> uses_;
+};
 
 // What every layout can do: read histories and the tree of archived paths, write a version's
 // content back out, and check its own storage. What fails to read the archive fails with a

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -39,6 +40,7 @@ void check_history(const std::string& path, const std::vector<Version>& versions
         "are lost",
         shown_path(path), missing, previous, forgotten));
   }
+  users.begin_path(path);
   for (const auto& v : versions) {
     if (!v.exists() || !v.is_file()) continue;
     const auto ids = layout.content_ids(v);
@@ -46,8 +48,7 @@ void check_history(const std::string& path, const std::vector<Version>& versions
       report.problems.push_back(fmt::format("{} v{}: a file of {} bytes that names no content",
                                             shown_path(path), v.number, v.size));
     }
-    for (const auto& id : ids)
-      users[id].push_back(fmt::format("{} v{}", shown_path(path), v.number));
+    for (const auto& id : ids) users.add(id, v.number);
   }
 }
 
@@ -66,15 +67,31 @@ void check_private(const std::string& root, VerifyReport& report) {
 
 }  // namespace
 
-std::string users_text(const std::vector<std::string>& users) {
-  if (users.empty()) return "used by no version";
+void ContentUsers::begin_path(std::string path) { paths_.push_back(std::move(path)); }
+
+void ContentUsers::add(const std::string& id, std::uint64_t number) {
+  uses_[id].push_back(Use{paths_.size() - 1, number});
+}
+
+std::string ContentUsers::text(const std::string& id) const {
+  const auto found = uses_.find(id);
+  if (found == uses_.end() || found->second.empty()) return "used by no version";
+  const auto& uses = found->second;
   std::string text = "used by ";
-  for (std::size_t i = 0; i < users.size() && i < kUsersShown; ++i) {
+  for (std::size_t i = 0; i < uses.size() && i < kUsersShown; ++i) {
     if (i > 0) text += ", ";
-    text += users[i];
+    text += fmt::format("{} v{}", shown_path(paths_[uses[i].path]), uses[i].number);
   }
-  if (users.size() > kUsersShown) text += fmt::format(" and {} more", users.size() - kUsersShown);
+  if (uses.size() > kUsersShown) text += fmt::format(" and {} more", uses.size() - kUsersShown);
   return text;
+}
+
+std::vector<std::string> ContentUsers::ids() const {
+  std::vector<std::string> out;
+  out.reserve(uses_.size());
+  for (const auto& [id, uses] : uses_) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::vector<std::string> list_dir(const std::string& dir, bool* failed) {

@@ -19,9 +19,6 @@ VerifyReport verify_archive(Layout& layout, const std::string& root,
                             const std::function<bool()>& cancelled,
                             const std::function<void(std::string_view)>& progress);
 
-// "used by a v1, b v2 and 3 more", for a problem's message.
-std::string users_text(const std::vector<std::string>& users);
-
 // The entry names of a directory (without . and ..), sorted; empty when it cannot be read
 // (`failed`, when given, says whether it exists but could not be read).
 std::vector<std::string> list_dir(const std::string& dir, bool* failed = nullptr);

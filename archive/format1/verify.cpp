@@ -84,17 +84,14 @@ void Format1Layout::verify_objects(ContentUsers& users, VerifyReport& report,
         continue;
       }
       ++report.objects;
-      const auto found = users.find(digest);
-      const std::vector<std::string> none;
       if (auto checked = check_object_file(objects + "/" + bucket + "/" + name, digest); !checked) {
         report.problems.push_back(
-            fmt::format("damaged object {}: {}; {}", digest, checked.error(),
-                        users_text(found != users.end() ? found->second : none)));
+            fmt::format("damaged object {}: {}; {}", digest, checked.error(), users.text(digest)));
       }
-      if (found == users.end()) {
-        ++report.unreferenced_objects;
+      if (users.contains(digest)) {
+        users.erase(digest);
       } else {
-        users.erase(found);
+        ++report.unreferenced_objects;
       }
       if (progress && report.objects % 1000 == 0) {
         progress(fmt::format("checked {} objects", report.objects));
@@ -102,8 +99,8 @@ void Format1Layout::verify_objects(ContentUsers& users, VerifyReport& report,
     }
   }
   if (failed) report.problems.push_back(fmt::format("cannot read {}", objects));
-  for (const auto& [digest, who] : users) {
-    report.problems.push_back(fmt::format("missing object {}; {}", digest, users_text(who)));
+  for (const auto& digest : users.ids()) {
+    report.problems.push_back(fmt::format("missing object {}; {}", digest, users.text(digest)));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -281,7 +282,13 @@ Expected<BlobBytes> read_blob(int pack_fd, const BlobRef& ref, std::string_view 
       return retry("corrupt compressed data (frame header)");
     }
     raw.resize(ref.raw);
-    const std::size_t n = ZSTD_decompress(raw.data(), raw.size(), src, ref.stored);
+    // One decompression context per thread, kept: ZSTD_decompress makes and frees one per
+    // call (a heap allocation of ~100 KiB and its set-up, per blob).
+    thread_local const std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> context(
+        ZSTD_createDCtx(), &ZSTD_freeDCtx);
+    if (!context) return retry("out of memory for a decompression context");
+    const std::size_t n =
+        ZSTD_decompressDCtx(context.get(), raw.data(), raw.size(), src, ref.stored);
     if (ZSTD_isError(n)) {
       return retry(fmt::format("corrupt compressed data ({})", ZSTD_getErrorName(n)));
     }

@@ -118,9 +118,8 @@ void count_unindexed_records(const std::string& packs,
 void check_tree(const Catalog& catalog, ContentUsers& users, VerifyReport& report) {
   auto lost = catalog.lost_parts([&users](const std::string& path, const Version& v) {
     if (!v.exists() || !v.is_file()) return;
-    for (const auto& id : v.chunks) {
-      users[id].push_back(fmt::format("{} v{}", shown_path(path), v.number));
-    }
+    users.begin_path(path);
+    for (const auto& id : v.chunks) users.add(id, v.number);
   });
   if (!lost) {
     report.problems.push_back(unprefixed_message(lost.fault()));
@@ -232,22 +231,19 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
     return;
   }
   std::map<std::string, std::uint64_t> indexed_per_pack;
-  const std::vector<std::string> none;
   for (std::size_t i = 0; i < blobs->size(); ++i) {
     const auto& [id, ref] = (*blobs)[i];
     ++report.objects;
     ++indexed_per_pack[ref.pack];
-    const auto used = users.find(id);
-    if (used == users.end()) ++report.unreferenced_objects;
+    if (!users.contains(id)) ++report.unreferenced_objects;
     if (const auto& problem = (*found)[i]) {
-      report.problems.push_back(
-          fmt::format("{}; {}", *problem, users_text(used == users.end() ? none : used->second)));
+      report.problems.push_back(fmt::format("{}; {}", *problem, users.text(id)));
     }
-    if (used != users.end()) users.erase(used);
+    users.erase(id);
   }
   // Blobs named by a version but not in the index.
-  for (const auto& [id, who] : users) {
-    report.problems.push_back(fmt::format("missing blob {}; {}", id, users_text(who)));
+  for (const auto& id : users.ids()) {
+    report.problems.push_back(fmt::format("missing blob {}; {}", id, users.text(id)));
   }
   count_unindexed_records(packs, indexed_per_pack, report);
 }
