@@ -196,36 +196,83 @@ Done apply_metadata(int fd, const Version& v, const RestoreOptions& options,
 
 // --- Directories below the destination --------------------------------------------------
 
+namespace {
+
+// `name` in `dir_fd` (made first when `create`, mode 0777 less the umask; `*made` says
+// whether it was), opened without following a link; `where` names it in a problem.
+Expected<UniqueFd> open_step(int dir_fd, const std::string& name, bool create,
+                             const std::string& where, bool* made) {
+  *made = false;
+  if (create) {
+    if (::mkdirat(dir_fd, name.c_str(), 0777) == 0) {
+      *made = true;
+    } else if (errno != EEXIST) {
+      return permanent(fmt::format("cannot create directory {}: {}", where, std::strerror(errno)));
+    }
+  }
+  UniqueFd next(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!next) {
+    if (errno == ELOOP || errno == ENOTDIR) return permanent(in_the_way(dir_fd, name, where));
+    return permanent(fmt::format("cannot open directory {}: {}", where, std::strerror(errno)));
+  }
+  return next;
+}
+
+std::string shown_below(std::string where, const std::vector<std::string>& parts,
+                        std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    where += (where.empty() || where.back() != '/' ? "/" : "") + shown_path(parts[i]);
+  }
+  return where;
+}
+
+}  // namespace
+
 Expected<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts, std::size_t count,
                               bool create, const std::string& root_shown, bool* created_last) {
   UniqueFd current(::openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!current) {
     return permanent(fmt::format("cannot open {}: {}", root_shown, std::strerror(errno)));
   }
-  std::string where = root_shown;
   if (created_last != nullptr) *created_last = false;
   for (std::size_t i = 0; i < count; ++i) {
-    where += (where.empty() || where.back() != '/' ? "/" : "") + shown_path(parts[i]);
     bool made = false;
-    if (create) {
-      if (::mkdirat(current.get(), parts[i].c_str(), 0777) == 0) {
-        made = true;
-      } else if (errno != EEXIST) {
-        return permanent(
-            fmt::format("cannot create directory {}: {}", where, std::strerror(errno)));
-      }
-    }
-    UniqueFd next(
-        ::openat(current.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next) {
-      if (errno == ELOOP || errno == ENOTDIR)
-        return permanent(in_the_way(current.get(), parts[i], where));
-      return permanent(fmt::format("cannot open directory {}: {}", where, std::strerror(errno)));
-    }
+    TRY_ASSIGN(current, open_step(current.get(), parts[i], create,
+                                  shown_below(root_shown, parts, i + 1), &made));
     if (created_last != nullptr && i + 1 == count) *created_last = made;
-    current = std::move(next);
   }
   return current;
+}
+
+Expected<std::shared_ptr<const UniqueFd>> DirChain::open(const std::vector<std::string>& parts,
+                                                         std::size_t count, bool create,
+                                                         bool* changed) {
+  *changed = false;
+  if (fds_.empty()) {
+    UniqueFd root(::openat(root_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root) {
+      return permanent(fmt::format("cannot open {}: {}", root_shown_, std::strerror(errno)));
+    }
+    fds_.push_back(std::make_shared<const UniqueFd>(std::move(root)));
+    *changed = true;
+  }
+  std::size_t shared = 0;
+  while (shared < parts_.size() && shared < count && parts_[shared] == parts[shared]) ++shared;
+  parts_.resize(shared);
+  fds_.resize(shared + 1);
+  for (std::size_t i = shared; i < count; ++i) {
+    bool made = false;
+    auto next = open_step(fds_.back()->get(), parts[i], create,
+                          shown_below(root_shown_, parts, i + 1), &made);
+    if (!next) {
+      clear();  // the next path starts again from the destination
+      return next.fault();
+    }
+    parts_.push_back(parts[i]);
+    fds_.push_back(std::make_shared<const UniqueFd>(std::move(*next)));
+    *changed = true;
+  }
+  return fds_.back();
 }
 
 Expected<UniqueFd> open_destination(const std::string& dest, bool create, bool* created) {
@@ -252,7 +299,8 @@ TreeWriter::TreeWriter(PlacePool& pool, const RestoreOptions& options, int root_
       root_fd_(root_fd),
       dest_(std::move(dest)),
       root_shown_(shown_path(dest_)),
-      report_(report) {}
+      report_(report),
+      chain_(root_fd, root_shown_) {}
 
 void TreeWriter::write(TreeEntry entry, bool created_root) {
   if (entry.parts.empty()) {  // the restored path itself, a directory version
@@ -287,23 +335,31 @@ void TreeWriter::write(TreeEntry entry, bool created_root) {
 }
 
 void TreeWriter::finish() {
-  open_parent_.reset();
   pool_.wait();
+  // Deepest first: the directories are opened down the chain (a folder's metadata is set
+  // once everything beneath it is done, so a folder without search permission for the
+  // user restoring is never gone through again).
+  chain_.clear();
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
     const auto& [parts, version] = *it;
     if (!version && !pool_.syncs_each()) continue;  // nothing to do to it
-    auto fd = open_below(root_fd_, parts, parts.size(), false, root_shown_);
+    bool changed = false;
+    auto open = chain_.open(parts, parts.size(), false, &changed);
+    UniqueFd fd(open ? ::fcntl((*open)->get(), F_DUPFD_CLOEXEC, 0) : -1);
     if (!fd) {
-      report_.problems.push_back(fd.error());
+      report_.problems.push_back(open ? fmt::format("cannot open directory {}: {}",
+                                                    shown_path(target(parts)), std::strerror(errno))
+                                      : open.error());
       continue;
     }
     if (version) {
-      if (auto applied = apply_metadata(fd->get(), *version, options_, target(parts)); !applied) {
+      if (auto applied = apply_metadata(fd.get(), *version, options_, target(parts)); !applied) {
         report_.problems.push_back(applied.error());
       }
     }
-    pool_.sync(std::move(*fd), target(parts));
+    pool_.sync(std::move(fd), target(parts));
   }
+  chain_.clear();
 }
 
 std::string TreeWriter::target(const std::vector<std::string>& parts) const {
@@ -313,25 +369,22 @@ std::string TreeWriter::target(const std::vector<std::string>& parts) const {
 }
 
 std::shared_ptr<const UniqueFd> TreeWriter::parent_of(const TreeEntry& entry) {
-  if (open_parent_ && std::equal(open_parts_.begin(), open_parts_.end(), entry.parts.begin(),
-                                 entry.parts.end() - 1)) {
-    return open_parent_;
-  }
-  open_parent_.reset();
-  auto parent = open_below(root_fd_, entry.parts, entry.parts.size() - 1, true, root_shown_);
+  const std::size_t depth = entry.parts.size() - 1;
+  bool changed = false;
+  auto parent = chain_.open(entry.parts, depth, true, &changed);
   if (!parent) {
     report_.problems.push_back(parent.error());
     return nullptr;
   }
-  open_parent_ = std::make_shared<const UniqueFd>(std::move(*parent));
-  open_parts_.assign(entry.parts.begin(), entry.parts.end() - 1);
   // It and every folder above it hold what this restore writes: each is synced at the end
   // (a folder's entry is durable once the folder holding it is synced).
-  for (std::size_t n = 0; n <= open_parts_.size(); ++n) {
-    directories_.try_emplace(
-        std::vector<std::string>(open_parts_.begin(), open_parts_.begin() + n));
+  if (changed) {
+    for (std::size_t n = 0; n <= depth; ++n) {
+      directories_.try_emplace(
+          std::vector<std::string>(entry.parts.begin(), entry.parts.begin() + n));
+    }
   }
-  return open_parent_;
+  return *parent;
 }
 
 }  // namespace tw::archive

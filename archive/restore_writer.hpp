@@ -80,6 +80,27 @@ Expected<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts
 // created when `create`; `*created` says whether `dest` itself was.
 Expected<UniqueFd> open_destination(const std::string& dest, bool create, bool* created);
 
+// The directories of one path below a destination, kept open from the top down, so that
+// the next path's are reached from the deepest one the two share rather than from the
+// destination again (a tree's entries come in the order of their components: most share
+// every folder, the rest most of them).
+class DirChain {
+ public:
+  DirChain(int root_fd, std::string root_shown)
+      : root_fd_(root_fd), root_shown_(std::move(root_shown)) {}
+  // `parts[0..count)` opened as open_below opens them (made when `create`), reusing those
+  // open already; `*changed` says whether any was opened now.
+  Expected<std::shared_ptr<const UniqueFd>> open(const std::vector<std::string>& parts,
+                                                 std::size_t count, bool create, bool* changed);
+  void clear() { fds_.clear(), parts_.clear(); }
+
+ private:
+  int root_fd_;
+  std::string root_shown_;
+  std::vector<std::string> parts_;                    // of the deepest directory open
+  std::vector<std::shared_ptr<const UniqueFd>> fds_;  // the destination's, then parts_' each
+};
+
 class PlacePool;
 
 // Writes a tree's entries (sorted by components) below the open destination `root_fd`:
@@ -114,8 +135,7 @@ class TreeWriter {
   // version whose metadata it is to get (none: it was there already or is known only
   // as a parent). Reverse order is deepest first.
   std::map<std::vector<std::string>, std::optional<Version>> directories_;
-  std::vector<std::string> open_parts_;
-  std::shared_ptr<const UniqueFd> open_parent_;
+  DirChain chain_;
 };
 
 }  // namespace tw::archive
