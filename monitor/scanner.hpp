@@ -60,15 +60,16 @@ struct PendingSet {
 };
 
 // The largest directory a whole source's scan queues as one SCAN. One SCAN runs on one
-// archiver, and its entries share one group commit there, whose look-ups grow with the
-// versions it holds: a SCAN of n small files takes about n * (24 + n / 100) us of an
-// archiver's CPU here, against ~130 us an entry as items (~50 in the archiver, the rest in
-// the database, the scheduler and the monitor). At 4,096 entries that is ~65 us an entry,
-// a quarter of a second on one archiver; a SCAN of twice as many gains little and holds
-// one archiver for nearly a second. The bytes bound keeps a folder of many mid-sized files
-// (each one under 1 MiB, which has an item of its own) from holding one archiver for long.
+// archiver, at a cost that grows with its entries alone (its group is made durable in parts
+// of at most a few thousand files); an entry queued as an item of its own costs more in
+// all, in the database, the scheduler and the monitor. A folder of 18,088 small files (the
+// copy of /usr/share/man/man1) took 1.8-2.1 s of one archiver as one SCAN, 1.9-2.5 s as five
+// SCANs on two archivers and 4.2 s as 18,088 items, so a large folder goes as one SCAN; the
+// bound keeps the monitor's list of one folder's changes (and one request) finite. The
+// bytes bound keeps a folder of many mid-sized files (each one under 1 MiB, which has an
+// item of its own) from holding one archiver for long.
 struct ScanLimits {
-  std::uint64_t max_entries = 4096;                 // entries looked at, subdirectories aside
+  std::uint64_t max_entries = 65536;                // entries looked at, subdirectories aside
   std::int64_t max_bytes = std::int64_t{64} << 20;  // of the differing entries
 };
 

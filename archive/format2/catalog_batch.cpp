@@ -7,25 +7,40 @@
 namespace tw::archive {
 
 void CatalogBatch::add_version(std::string path, Version version) {
+  index_version(path, dropped_.versions + versions_.size());
   versions_.emplace_back(std::move(path), std::move(version));
 }
 
+void CatalogBatch::index_version(const std::string& path, std::size_t at) {
+  version_at_[path].push_back(at);
+  // Its folders, up to the root ("/a/b": "/a", then "/").
+  for (std::string_view p = path; p.size() > 1;) {
+    const std::size_t slash = p.rfind('/');
+    if (slash == std::string_view::npos) break;
+    p = slash == 0 ? std::string_view("/") : p.substr(0, slash);
+    if (const auto found = beneath_.find(p); found != beneath_.end()) {
+      ++found->second;
+    } else {
+      beneath_.emplace(std::string(p), 1);
+    }
+  }
+}
+
 void CatalogBatch::add_blob(std::string id, BlobRef ref) {
+  blob_at_.try_emplace(id, dropped_.blobs + blobs_.size());
   blobs_.emplace_back(std::move(id), std::move(ref));
 }
 
 const Version* CatalogBatch::latest(std::string_view path) const {
-  for (auto it = versions_.rbegin(); it != versions_.rend(); ++it) {
-    if (it->first == path) return &it->second;
-  }
-  return nullptr;
+  const auto found = version_at_.find(path);
+  if (found == version_at_.end()) return nullptr;
+  return &versions_[found->second.back() - dropped_.versions].second;
 }
 
 const BlobRef* CatalogBatch::blob(std::string_view id) const {
-  for (const auto& [blob_id, ref] : blobs_) {
-    if (blob_id == id) return &ref;
-  }
-  return nullptr;
+  const auto found = blob_at_.find(id);
+  if (found == blob_at_.end()) return nullptr;
+  return &blobs_[found->second - dropped_.blobs].second;
 }
 
 std::vector<std::string_view> CatalogBatch::paths() const {
@@ -36,10 +51,22 @@ std::vector<std::string_view> CatalogBatch::paths() const {
 
 std::vector<Version> CatalogBatch::versions_of(std::string_view path) const {
   std::vector<Version> out;
-  for (const auto& [p, version] : versions_) {
-    if (p == path) out.push_back(version);
-  }
+  const auto found = version_at_.find(path);
+  if (found == version_at_.end()) return out;
+  for (const std::size_t at : found->second)
+    out.push_back(versions_[at - dropped_.versions].second);
   return out;
+}
+
+void CatalogBatch::reindex() {
+  version_at_.clear();
+  blob_at_.clear();
+  beneath_.clear();
+  for (std::size_t i = 0; i < versions_.size(); ++i)
+    index_version(versions_[i].first, dropped_.versions + i);
+  for (std::size_t i = 0; i < blobs_.size(); ++i) {
+    blob_at_.try_emplace(blobs_[i].first, dropped_.blobs + i);
+  }
 }
 
 namespace {
@@ -72,6 +99,8 @@ CatalogBatch CatalogBatch::split_front(Mark upto) {
   };
   dropped_.versions += take(versions_, front.versions_, beyond(upto.versions, dropped_.versions));
   dropped_.blobs += take(blobs_, front.blobs_, beyond(upto.blobs, dropped_.blobs));
+  reindex();
+  front.reindex();
   return front;
 }
 

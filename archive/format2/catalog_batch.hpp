@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,8 @@ class CatalogBatch {
   const BlobRef* blob(std::string_view id) const;
   // Every staged version's path, in the order added (repeats kept).
   std::vector<std::string_view> paths() const;
+  // Whether a version of a path beneath `dir` (not `dir` itself) is staged.
+  bool has_within(std::string_view dir) const { return beneath_.contains(dir); }
   // The staged versions of `path`, oldest first.
   std::vector<Version> versions_of(std::string_view path) const;
   // How far the batch reaches: the versions and blobs ever added to it, counting those
@@ -57,9 +60,29 @@ class CatalogBatch {
 
  private:
   friend class Catalog;
+  // The maps below, made again from versions_ and blobs_ (after split_front()).
+  void reindex();
+  void index_version(const std::string& path, std::size_t at);
+
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const {
+      return std::hash<std::string_view>{}(key);
+    }
+  };
+  template <class T>
+  using Index = std::unordered_map<std::string, T, Hash, std::equal_to<>>;
+
   std::vector<std::pair<std::string, Version>> versions_;
   std::vector<std::pair<std::string, BlobRef>> blobs_;
-  Mark dropped_;  // taken out by split_front()
+  // Where each path's versions and each blob are in versions_ and blobs_ (counted from the
+  // batch's start, dropped_ included), so that a request's look-ups cost the same however
+  // much is staged: a SCAN stages a whole folder, and scanning the batch for each of its
+  // entries made a folder of n files cost n * n / 2 comparisons.
+  Index<std::vector<std::size_t>> version_at_;
+  Index<std::size_t> blob_at_;  // the first one added
+  Index<std::size_t> beneath_;  // every folder above a staged path: how many lie beneath
+  Mark dropped_;                // taken out by split_front()
 };
 
 }  // namespace tw::archive

@@ -8,10 +8,11 @@
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "archive_test_util.hpp"
 #include "archive/store.hpp"
+#include "archive_test_util.hpp"
 #include "common/filters.hpp"
 
 namespace tw::archive {
@@ -75,6 +76,44 @@ TEST_F(ScanTest, ArchivesTheDirectoryAndItsEntriesButNotWhatItsSubdirectoriesHol
   }
   EXPECT_FALSE(std::filesystem::exists(dir_ / "out/sub"));
   EXPECT_TRUE(store.verify().ok());
+}
+
+// In a group (as an archiver runs), a folder whose files take more locks than a group
+// holds (a path's and a blob's each; kMaxGroupSlots, archive/format2/layout.cpp) is made
+// durable in parts midway through its SCAN, and ends whole: every file with its content,
+// the folder's look-ups (the staged versions, blobs and children) right across the parts.
+TEST_F(ScanTest, AFolderOfMoreFilesThanAGroupHoldsLocksForIsArchivedWholeInParts) {
+  Store store = open();
+  Store other = open();
+  constexpr int kFiles = 2600;
+  for (int i = 0; i < kFiles; ++i) {
+    // Every tenth file has the content of the one before it: a blob staged in an
+    // earlier part of the folder is found, not stored twice.
+    write_file(dir_ / fmt::format("src/d/f{}", i),
+               fmt::format("content {}", i % 10 == 9 ? i - 1 : i));
+  }
+  store.begin_group();
+  expect_complete(store.scan(dir_ / "src/d"));
+  EXPECT_LT(store.staged_versions(), static_cast<std::size_t>(kFiles))
+      << "the group was made durable midway";
+  EXPECT_GT(versions("src/d/f0", other), 0u) << "the first part is in the catalog";
+  ASSERT_TRUE(store.flush());
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(versions(fmt::format("src/d/f{}", i), other), 1u) << i;
+  }
+  RestoreOptions options;
+  options.destination = dir_ / "out";
+  auto report = other.restore(dir_ / "src/d", options);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(report->files, static_cast<std::uint64_t>(kFiles));
+  for (int i = 0; i < kFiles; i += 97) {
+    EXPECT_EQ(compare_files(dir_ / fmt::format("src/d/f{}", i), dir_ / fmt::format("out/f{}", i)),
+              "")
+        << i;
+  }
+  const VerifyReport verified = other.verify();
+  EXPECT_TRUE(verified.ok());
+  EXPECT_EQ(verified.objects, static_cast<std::uint64_t>(kFiles - kFiles / 10));
 }
 
 TEST_F(ScanTest, ReadsOnlyTheEntriesWhoseSizeOrMtimeDifferFromTheArchive) {
