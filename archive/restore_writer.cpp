@@ -296,11 +296,9 @@ TreeWriter::TreeWriter(PlacePool& pool, const RestoreOptions& options, int root_
                        std::string dest, RestoreReport& report)
     : pool_(pool),
       options_(options),
-      root_fd_(root_fd),
       dest_(std::move(dest)),
-      root_shown_(shown_path(dest_)),
       report_(report),
-      chain_(root_fd, root_shown_) {}
+      chain_(root_fd, shown_path(dest_)) {}
 
 void TreeWriter::write(TreeEntry entry, bool created_root) {
   if (entry.parts.empty()) {  // the restored path itself, a directory version

@@ -92,7 +92,10 @@ class DirChain {
   // open already; `*changed` says whether any was opened now.
   Expected<std::shared_ptr<const UniqueFd>> open(const std::vector<std::string>& parts,
                                                  std::size_t count, bool create, bool* changed);
-  void clear() { fds_.clear(), parts_.clear(); }
+  void clear() {
+    fds_.clear();
+    parts_.clear();
+  }
 
  private:
   int root_fd_;
@@ -121,15 +124,13 @@ class TreeWriter {
 
  private:
   std::string target(const std::vector<std::string>& parts) const;
-  // The folder `entry` goes into, kept open: entries are sorted, so most share it. Null
-  // when it cannot be opened (a problem is recorded).
+  // The folder `entry` goes into (through chain_: entries are sorted, so most share it).
+  // Null when it cannot be opened (a problem is recorded).
   std::shared_ptr<const UniqueFd> parent_of(const TreeEntry& entry);
 
   PlacePool& pool_;
   const RestoreOptions& options_;
-  int root_fd_;
   std::string dest_;
-  std::string root_shown_;
   RestoreReport& report_;
   // Every directory written into or made, by components below the destination, with the
   // version whose metadata it is to get (none: it was there already or is known only
