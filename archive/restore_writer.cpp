@@ -198,32 +198,36 @@ Done apply_metadata(int fd, const Version& v, const RestoreOptions& options,
 
 namespace {
 
-// `name` in `dir_fd` (made first when `create`, mode 0777 less the umask; `*made` says
-// whether it was), opened without following a link; `where` names it in a problem.
-Expected<UniqueFd> open_step(int dir_fd, const std::string& name, bool create,
-                             const std::string& where, bool* made) {
-  *made = false;
-  if (create) {
-    if (::mkdirat(dir_fd, name.c_str(), 0777) == 0) {
-      *made = true;
-    } else if (errno != EEXIST) {
-      return permanent(fmt::format("cannot create directory {}: {}", where, std::strerror(errno)));
-    }
-  }
-  UniqueFd next(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!next) {
-    if (errno == ELOOP || errno == ENOTDIR) return permanent(in_the_way(dir_fd, name, where));
-    return permanent(fmt::format("cannot open directory {}: {}", where, std::strerror(errno)));
-  }
-  return next;
-}
-
 std::string shown_below(std::string where, const std::vector<std::string>& parts,
                         std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
     where += (where.empty() || where.back() != '/' ? "/" : "") + shown_path(parts[i]);
   }
   return where;
+}
+
+// `parts[i]` in `dir_fd` (made first when `create`, mode 0777 less the umask; `*made`
+// says whether it was), opened without following a link. A problem names it below
+// `root_shown`, put into words only then.
+Expected<UniqueFd> open_step(int dir_fd, const std::vector<std::string>& parts, std::size_t i,
+                             bool create, const std::string& root_shown, bool* made) {
+  const std::string& name = parts[i];
+  const auto where = [&] { return shown_below(root_shown, parts, i + 1); };
+  *made = false;
+  if (create) {
+    if (::mkdirat(dir_fd, name.c_str(), 0777) == 0) {
+      *made = true;
+    } else if (const int err = errno; err != EEXIST) {
+      return permanent(fmt::format("cannot create directory {}: {}", where(), std::strerror(err)));
+    }
+  }
+  UniqueFd next(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!next) {
+    const int err = errno;
+    if (err == ELOOP || err == ENOTDIR) return permanent(in_the_way(dir_fd, name, where()));
+    return permanent(fmt::format("cannot open directory {}: {}", where(), std::strerror(err)));
+  }
+  return next;
 }
 
 }  // namespace
@@ -237,8 +241,7 @@ Expected<UniqueFd> open_below(int root_fd, const std::vector<std::string>& parts
   if (created_last != nullptr) *created_last = false;
   for (std::size_t i = 0; i < count; ++i) {
     bool made = false;
-    TRY_ASSIGN(current, open_step(current.get(), parts[i], create,
-                                  shown_below(root_shown, parts, i + 1), &made));
+    TRY_ASSIGN(current, open_step(current.get(), parts, i, create, root_shown, &made));
     if (created_last != nullptr && i + 1 == count) *created_last = made;
   }
   return current;
@@ -262,8 +265,7 @@ Expected<std::shared_ptr<const UniqueFd>> DirChain::open(const std::vector<std::
   fds_.resize(shared + 1);
   for (std::size_t i = shared; i < count; ++i) {
     bool made = false;
-    auto next = open_step(fds_.back()->get(), parts[i], create,
-                          shown_below(root_shown_, parts, i + 1), &made);
+    auto next = open_step(fds_.back()->get(), parts, i, create, root_shown_, &made);
     if (!next) {
       clear();  // the next path starts again from the destination
       return next.fault();
