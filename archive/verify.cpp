@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -40,7 +41,7 @@ void check_history(const std::string& path, const std::vector<Version>& versions
         "are lost",
         shown_path(path), missing, previous, forgotten));
   }
-  users.begin_path(path);
+  bool path_kept = false;  // by `users`, once a version of it names content
   for (const auto& v : versions) {
     if (!v.exists() || !v.is_file()) continue;
     const auto ids = layout.content_ids(v);
@@ -48,6 +49,7 @@ void check_history(const std::string& path, const std::vector<Version>& versions
       report.problems.push_back(fmt::format("{} v{}: a file of {} bytes that names no content",
                                             shown_path(path), v.number, v.size));
     }
+    if (!ids.empty() && !std::exchange(path_kept, true)) users.begin_path(path);
     for (const auto& id : ids) users.add(id, v.number);
   }
 }
