@@ -38,8 +38,9 @@ tw_die() {
     exit 1
 }
 
+# A stage's banner, with the seconds since the script began (the log shows each stage's time).
 tw_section() {
-    printf '\n==== %s ====\n' "$*" >&2
+    printf '\n==== %s (at %d s) ====\n' "$*" "$SECONDS" >&2
 }
 
 # True when the Debian package $1 is installed (any "want" flag, state "installed").
