@@ -136,14 +136,24 @@ Expected<bool> Catalog::has_children(std::string_view dir) const {
 
 int Catalog::schema_version() const { return impl_->schema; }
 
-Expected<std::string> Catalog::integrity_problems() const {
+Expected<std::string> Catalog::integrity_problems(const std::function<bool()>& cancelled) const {
   TRY_ASSIGN(auto s, impl_->statement("PRAGMA integrity_check"));
+  // `cancelled` polled every so many of SQLite's steps: the check of a large catalog reads
+  // all of it.
+  sqlite3* const db = impl_->db.handle();
+  const auto poll = [](void* asked) {
+    const auto& stop = *static_cast<const std::function<bool()>*>(asked);
+    return stop && stop() ? 1 : 0;
+  };
+  sqlite3_progress_handler(db, 100000, poll, const_cast<std::function<bool()>*>(&cancelled));
+  Defer unpoll([db] { sqlite3_progress_handler(db, 0, nullptr, nullptr); });
   std::string problems;
   int rc;
   while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
     const std::string line = column_bytes(*s, 0);
     if (line != "ok") problems += (problems.empty() ? "" : "; ") + line;
   }
+  if (rc == SQLITE_INTERRUPT) return retry("cancelled");
   if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("checking integrity")});
   return problems;
 }

@@ -126,8 +126,9 @@ class Catalog {
   Expected<std::optional<BlobRef>> blob(std::string_view id) const;
   // Every blob the catalog names, ordered by pack and offset (for verify).
   Expected<std::vector<std::pair<std::string, BlobRef>>> all_blobs() const;
-  // SQLite's own check of the file: empty when sound, else its findings.
-  Expected<std::string> integrity_problems() const;
+  // SQLite's own check of the file: empty when sound, else its findings; a RETRY
+  // "cancelled" when `cancelled` (optional, polled while it reads) said so.
+  Expected<std::string> integrity_problems(const std::function<bool()>& cancelled = {}) const;
   // The schema version of the file (PRAGMA user_version): 2, or 1 when read-only and not
   // yet upgraded.
   int schema_version() const;

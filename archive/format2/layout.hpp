@@ -107,7 +107,7 @@ class Format2Layout final : public WritableLayout {
   using BlobKey = std::pair<std::size_t, std::uint64_t>;
   static BlobKey blob_key(const std::string& id, const BlobRef& ref);
   std::optional<std::vector<std::optional<std::string>>> blob_problems(
-      const std::vector<std::pair<std::string, BlobRef>>& blobs,
+      const std::vector<std::pair<std::string, BlobRef>>& blobs, EarlyCheck* early,
       const std::function<void(std::string_view)>& progress);
   // A closed group: its versions and blobs are those of `staged_` before `end`, committed
   // once its pack sync (run by `worker_`) is done, then answered once the journal is synced.

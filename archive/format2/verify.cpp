@@ -135,12 +135,17 @@ void check_tree(const Catalog& catalog, ContentUsers& users, VerifyReport& repor
 // read-back ran after it). Blobs indexed later, or moved since by a collection, are read
 // back by verify_storage. Once read, the list is let go: what is kept is a key per blob
 // (its id and where it was) and the problems found, so that verify holds one list of the
-// blobs at a time, as it did when it read them all after the walk.
+// blobs at a time, as it did when it read them all after the walk. Then SQLite's check of
+// the catalog, through a view of its own: run after the walk, on the walk's view, it read
+// the 142 MB catalog of a 500,000-file tree for about 2 s of an 11.3 s verify (10.0-10.4 s
+// beside the walk).
 struct Format2Layout::EarlyCheck {
   std::vector<std::pair<std::string, BlobRef>> blobs;  // emptied once read back
   std::vector<BlobKey> keys;                           // sorted
   std::map<std::string, std::string> problems;         // by blob id
   bool finished = false;                               // not cancelled midway
+  std::unique_ptr<Layout> catalog_view;                // the integrity check's
+  std::optional<Expected<std::string>> integrity;      // its findings, once made
   std::atomic<bool> stop{false};
   std::jthread thread;  // last: joined first
 };
@@ -162,9 +167,10 @@ void Format2Layout::begin_verify_storage() {
   if (!blobs) return;  // read again, and its failure named, by verify_storage
   early_check_.reset(new EarlyCheck);
   early_check_->blobs = std::move(*blobs);
+  early_check_->catalog_view = reader();  // none: verify_storage checks on this view
   early_check_->thread = std::jthread([this, check = early_check_.get()] {
-    auto found = check_blobs(root_ + "/packs", check->blobs,
-                             [this, check] { return check->stop || cancelled(); }, {});
+    const auto stop = [this, check] { return check->stop || cancelled(); };
+    auto found = check_blobs(root_ + "/packs", check->blobs, stop, {});
     if (!found) return;
     check->keys.reserve(check->blobs.size());
     for (std::size_t i = 0; i < check->blobs.size(); ++i) {
@@ -175,19 +181,21 @@ void Format2Layout::begin_verify_storage() {
     std::sort(check->keys.begin(), check->keys.end());
     std::vector<std::pair<std::string, BlobRef>>().swap(check->blobs);
     check->finished = true;
+    if (auto* view = dynamic_cast<Format2Layout*>(check->catalog_view.get())) {
+      auto integrity = view->catalog_->integrity_problems(stop);
+      if (integrity || !stop()) check->integrity = std::move(integrity);
+    }
   });
 }
 
-// Each blob's problem, if any, at its index: what the early check found for a blob still
-// where it was then, the rest read back now.
+// Each blob's problem, if any, at its index: what the early check (if any, finished) found
+// for a blob still where it was then, the rest read back now.
 std::optional<std::vector<std::optional<std::string>>> Format2Layout::blob_problems(
-    const std::vector<std::pair<std::string, BlobRef>>& blobs,
+    const std::vector<std::pair<std::string, BlobRef>>& blobs, EarlyCheck* early,
     const std::function<void(std::string_view)>& progress) {
   const auto cancel = [this] { return cancelled(); };
   const std::string packs = root_ + "/packs";
-  std::unique_ptr<EarlyCheck, EndEarlyCheck> early = std::move(early_check_);
   if (!early) return check_blobs(packs, blobs, cancel, progress);
-  early->thread.join();
   if (!early->finished) return std::nullopt;
   if (progress) progress(fmt::format("checked {} blobs", early->keys.size()));
   std::vector<std::optional<std::string>> found(blobs.size());
@@ -212,8 +220,12 @@ std::optional<std::vector<std::optional<std::string>>> Format2Layout::blob_probl
 
 void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
                                    const std::function<void(std::string_view)>& progress) {
+  std::unique_ptr<EarlyCheck, EndEarlyCheck> early = std::move(early_check_);
+  if (early) early->thread.join();
+  auto problems =
+      early && early->integrity ? std::move(*early->integrity) : catalog_->integrity_problems();
   // The catalog's failures are named in its own words, as its findings are.
-  if (auto problems = catalog_->integrity_problems(); !problems) {
+  if (!problems) {
     report.problems.push_back(unprefixed_message(problems.fault()));
   } else if (!problems->empty()) {
     report.problems.push_back("catalog.db is damaged: " + *problems);
@@ -225,7 +237,7 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
     return;
   }
   const std::string packs = root_ + "/packs";
-  const auto found = blob_problems(*blobs, progress);
+  const auto found = blob_problems(*blobs, early.get(), progress);
   if (!found) {
     report.problems.push_back("cancelled");
     return;

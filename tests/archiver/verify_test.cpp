@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
@@ -156,6 +157,33 @@ TEST_F(Verify2Test, ATruncatedOrMissingPackIsNamedAndATornTailIsNot) {
   std::filesystem::remove(file);
   found = problems();
   EXPECT_NE(found.find("cannot be opened"), std::string::npos) << found;
+}
+
+// SQLite's own check of the catalog runs beside the walk of the histories, on a view of its
+// own; what it finds is named. Here an index no longer agrees with its table.
+TEST_F(Verify2Test, ACatalogWhoseIndexDisagreesWithItsTableIsNamed) {
+  store_.reset();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "archive/catalog.db").c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db,
+                                "PRAGMA writable_schema = ON; UPDATE sqlite_schema SET sql = "
+                                "'CREATE INDEX blobs_by_pack ON blobs(offset, pack)' "
+                                "WHERE name = 'blobs_by_pack'",
+                                nullptr, nullptr, &error);
+    EXPECT_EQ(rc, SQLITE_OK) << (error != nullptr ? error : "");
+    sqlite3_free(error);
+    sqlite3_close(db);
+  }
+  auto opened = Store::open(dir_ / "archive", Store::Mode::ReadOnly);
+  ASSERT_TRUE(opened) << opened.error();
+  const VerifyReport report = opened->verify();
+  std::string found;
+  for (const auto& p : report.problems) found += p + "\n";
+  EXPECT_NE(found.find("catalog.db is damaged"), std::string::npos) << found;
+  EXPECT_NE(found.find("blobs_by_pack"), std::string::npos) << found;
+  EXPECT_EQ(report.histories, 3u);
 }
 
 TEST_F(Verify2Test, ACatalogThatIsNotADatabaseIsNamed) {
