@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/sha256.hpp"
 #include "common/dirs.hpp"
 #include "common/escape.hpp"
 
@@ -71,27 +72,83 @@ void check_private(const std::string& root, VerifyReport& report) {
 
 void ContentUsers::begin_path(std::string path) { paths_.push_back(std::move(path)); }
 
+std::optional<ContentUsers::Key> ContentUsers::key_of(const std::string& id) const {
+  Key key;
+  if (is_sha256_hex(id)) {  // decoded in place: this runs for every use and every blob
+    const auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    for (std::size_t i = 0; i < key.bytes.size(); ++i) {
+      key.bytes[i] = static_cast<unsigned char>(value(id[2 * i]) * 16 + value(id[2 * i + 1]));
+    }
+    return key;
+  }
+  const auto found = odd_at_.find(id);
+  if (found == odd_at_.end()) return std::nullopt;
+  key.odd = found->second;
+  return key;
+}
+
 void ContentUsers::add(const std::string& id, std::uint64_t number) {
-  uses_[id].push_back(Use{paths_.size() - 1, number});
+  Key key;
+  if (auto digest = key_of(id)) {
+    key = *digest;
+  } else {  // an odd id, seen first
+    odd_.push_back(id);
+    key.odd = static_cast<std::uint32_t>(odd_.size());
+    odd_at_.emplace(id, key.odd);
+  }
+  uses_.push_back(Use{key, static_cast<std::uint32_t>(paths_.size() - 1), false, number});
+}
+
+std::span<ContentUsers::Use> ContentUsers::uses_of(const Key& key) const {
+  const auto by_key = [](const Use& a, const Use& b) { return a.key < b.key; };
+  if (sorted_ != uses_.size()) {  // those added since the last look-up merged in, in order
+    std::stable_sort(uses_.begin() + static_cast<std::ptrdiff_t>(sorted_), uses_.end(), by_key);
+    std::inplace_merge(uses_.begin(), uses_.begin() + static_cast<std::ptrdiff_t>(sorted_),
+                       uses_.end(), by_key);
+    sorted_ = uses_.size();
+  }
+  const auto [from, to] = std::equal_range(uses_.begin(), uses_.end(), Use{key}, by_key);
+  return {from, to};
+}
+
+bool ContentUsers::erase(const std::string& id) {
+  const auto key = key_of(id);
+  if (!key) return false;
+  bool had = false;
+  for (auto& use : uses_of(*key)) had |= !std::exchange(use.erased, true);
+  return had;
 }
 
 std::string ContentUsers::text(const std::string& id) const {
-  const auto found = uses_.find(id);
-  if (found == uses_.end() || found->second.empty()) return "used by no version";
-  const auto& uses = found->second;
+  const auto key = key_of(id);
+  std::vector<const Use*> uses;
+  if (key) {
+    for (const auto& use : uses_of(*key)) {
+      if (!use.erased) uses.push_back(&use);
+    }
+  }
+  if (uses.empty()) return "used by no version";
   std::string text = "used by ";
   for (std::size_t i = 0; i < uses.size() && i < kUsersShown; ++i) {
     if (i > 0) text += ", ";
-    text += fmt::format("{} v{}", shown_path(paths_[uses[i].path]), uses[i].number);
+    text += fmt::format("{} v{}", shown_path(paths_[uses[i]->path]), uses[i]->number);
   }
   if (uses.size() > kUsersShown) text += fmt::format(" and {} more", uses.size() - kUsersShown);
   return text;
 }
 
 std::vector<std::string> ContentUsers::ids() const {
+  uses_of(Key{});  // sorts
   std::vector<std::string> out;
-  out.reserve(uses_.size());
-  for (const auto& [id, uses] : uses_) out.push_back(id);
+  const Key* last = nullptr;  // that of the last id put out
+  for (const Use& use : uses_) {
+    if (use.erased || (last != nullptr && *last == use.key)) continue;
+    last = &use.key;
+    out.push_back(use.key.odd > 0 ? odd_[use.key.odd - 1]
+                                  : digest_hex(std::string_view(
+                                        reinterpret_cast<const char*>(use.key.bytes.data()),
+                                        use.key.bytes.size())));
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

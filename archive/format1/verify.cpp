@@ -88,11 +88,7 @@ void Format1Layout::verify_objects(ContentUsers& users, VerifyReport& report,
         report.problems.push_back(
             fmt::format("damaged object {}: {}; {}", digest, checked.error(), users.text(digest)));
       }
-      if (users.contains(digest)) {
-        users.erase(digest);
-      } else {
-        ++report.unreferenced_objects;
-      }
+      if (!users.erase(digest)) ++report.unreferenced_objects;
       if (progress && report.objects % 1000 == 0) {
         progress(fmt::format("checked {} objects", report.objects));
       }

@@ -247,11 +247,10 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
     const auto& [id, ref] = (*blobs)[i];
     ++report.objects;
     ++indexed_per_pack[ref.pack];
-    if (!users.contains(id)) ++report.unreferenced_objects;
     if (const auto& problem = (*found)[i]) {
       report.problems.push_back(fmt::format("{}; {}", *problem, users.text(id)));
     }
-    users.erase(id);
+    if (!users.erase(id)) ++report.unreferenced_objects;
   }
   // Blobs named by a version but not in the index.
   for (const auto& id : users.ids()) {

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include "archive/layout.hpp"
 #include "archive/sha256.hpp"
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
@@ -21,6 +23,39 @@ namespace {
 
 using test::TempDir;
 using test::write_file;
+
+// The uses verify gathers: told in the order they were added, whatever the order of the
+// ids; ids that are not a digest's hex form (a damaged history's) kept apart, as they are.
+TEST(ContentUsers, TellsEachIdsUsesInOrderAndWhatIsLeft) {
+  const std::string a = sha256_hex("a"), b = sha256_hex("b"), c = sha256_hex("c");
+  ContentUsers users;
+  users.begin_path("/x");
+  users.add(b, 1);
+  users.add(a, 2);
+  users.begin_path("/y");
+  users.add(b, 7);
+  users.add("not-a-digest", 3);
+  for (int i = 0; i < 25; ++i) users.add(c, static_cast<std::uint64_t>(i + 1));
+  EXPECT_EQ(users.text(b), "used by /x v1, /y v7");
+  EXPECT_EQ(users.text("not-a-digest"), "used by /y v3");
+  EXPECT_EQ(users.text(sha256_hex("d")), "used by no version");
+  EXPECT_NE(users.text(c).find("/y v20 and 5 more"), std::string::npos) << users.text(c);
+  const auto sorted = [](std::vector<std::string> ids) {
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  EXPECT_EQ(users.ids(), sorted({a, b, c, "not-a-digest"}));
+  EXPECT_TRUE(users.erase(b));
+  EXPECT_FALSE(users.erase(b));  // once
+  EXPECT_FALSE(users.erase(sha256_hex("d")));
+  EXPECT_FALSE(users.erase("other"));
+  EXPECT_TRUE(users.erase("not-a-digest"));
+  EXPECT_EQ(users.text(b), "used by no version");
+  users.begin_path("/z");  // added after a look-up: merged in
+  users.add(a, 4);
+  EXPECT_EQ(users.text(a), "used by /x v2, /z v4");
+  EXPECT_EQ(users.ids(), sorted({a, c}));
+}
 
 class VerifyTest : public ::testing::Test {
  protected:
