@@ -1,5 +1,6 @@
 #include "archive/sha256.hpp"
 
+#include <array>
 #include <stdexcept>
 
 #include <openssl/evp.h>
@@ -47,7 +48,6 @@ std::string Sha256::hex_digest() {
   return digest_hex(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
-
 std::string sha256_hex(std::string_view data) {
   Sha256 sha;
   sha.update(data);
@@ -74,14 +74,19 @@ std::string digest_hex(std::string_view bytes) {
   return hex;
 }
 
-std::string digest_bytes(std::string_view hex) {
-  if (!is_sha256_hex(hex)) return {};
+bool digest_bytes(std::string_view hex, std::span<unsigned char, 32> out) {
+  if (!is_sha256_hex(hex)) return false;
   const auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string bytes(32, '\0');
-  for (std::size_t i = 0; i < 32; ++i) {
-    bytes[i] = static_cast<char>(value(hex[2 * i]) * 16 + value(hex[2 * i + 1]));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<unsigned char>(value(hex[2 * i]) * 16 + value(hex[2 * i + 1]));
   }
-  return bytes;
+  return true;
+}
+
+std::string digest_bytes(std::string_view hex) {
+  std::array<unsigned char, 32> bytes{};
+  if (!digest_bytes(hex, bytes)) return {};
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 }  // namespace tw::archive

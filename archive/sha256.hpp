@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -41,5 +42,7 @@ bool is_sha256_hex(std::string_view text);
 // form (empty when `hex` is not one).
 std::string digest_hex(std::string_view bytes);
 std::string digest_bytes(std::string_view hex);
+// The same into `out`, without allocating: false (and `out` untouched) when `hex` is not one.
+bool digest_bytes(std::string_view hex, std::span<unsigned char, 32> out);
 
 }  // namespace tw::archive

@@ -74,13 +74,7 @@ void ContentUsers::begin_path(std::string path) { paths_.push_back(std::move(pat
 
 std::optional<ContentUsers::Key> ContentUsers::key_of(const std::string& id) const {
   Key key;
-  if (is_sha256_hex(id)) {  // decoded in place: this runs for every use and every blob
-    const auto value = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-    for (std::size_t i = 0; i < key.bytes.size(); ++i) {
-      key.bytes[i] = static_cast<unsigned char>(value(id[2 * i]) * 16 + value(id[2 * i + 1]));
-    }
-    return key;
-  }
+  if (digest_bytes(id, key.bytes)) return key;  // runs for every use and every blob
   const auto found = odd_at_.find(id);
   if (found == odd_at_.end()) return std::nullopt;
   key.odd = found->second;
