@@ -7,6 +7,8 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
+find_package(CURL 7.75 REQUIRED)  # CURLOPT_AWS_SIGV4 came in 7.75
+find_package(pugixml CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)

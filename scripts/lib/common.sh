@@ -6,6 +6,8 @@
 #   tw_install_deps             install missing Debian packages (no-op when equipped)
 #   tw_build_dir                the build directory (TIMEWARP_BUILD_DIR or <repo>/build)
 #   tw_build [cmake args...]    configure with Ninja and build
+#   tw_port_free PORT           true when nothing listens on PORT of 127.0.0.1
+#   tw_free_port FROM LAST      print the first free port from FROM to LAST - 1
 #
 # Environment:
 #   TIMEWARP_BUILD_DIR   build directory (relative paths are taken from the repo root)
@@ -25,7 +27,9 @@ TW_DEB_PACKAGES=(
     build-essential cmake ninja-build pkg-config
     libboost-dev libboost-filesystem-dev libcli11-dev libspdlog-dev libfmt-dev
     libzstd-dev libsqlite3-dev libssl-dev libpq-dev libgtest-dev libgmock-dev nlohmann-json3-dev libfuse3-dev fuse3
+    libcurl4-openssl-dev libpugixml-dev # objstore/: S3 requests signed by libcurl, XML answers
     postgresql postgresql-client systemd
+    ceph-mon ceph-osd radosgw ceph-common curl # the one-node S3 gateway of the objstore tests (scripts/lib/ceph.sh)
     python3 python3-jsonschema # tests/integration/readme_tour_test.py checks each --json against its schema
     tzdata # the retention policy's calendar in a named time zone (retention_timezone)
     clang libclang-rt-dev # scripts/test's thread-safety stage (libFuzzer for its fuzz targets)
@@ -77,6 +81,32 @@ tw_install_deps() {
     apt-get update -q || tw_die "apt-get update failed"
     apt-get install -y -q --no-install-recommends "${missing[@]}" ||
         tw_die "apt-get install failed for: ${missing[*]}"
+}
+
+# True when nothing listens on TCP port $1 of 127.0.0.1 (or of the wildcard address).
+tw_port_free() {
+    local port="$1"
+    if command -v ss >/dev/null 2>&1; then
+        [[ -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]] || return 1
+    fi
+    # Fallback (and double check): a successful connect means the port is taken.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        return 1
+    fi
+    return 0
+}
+
+# Print the first free port from $1 to $2 - 1 (status 1: none).
+tw_free_port() {
+    local port="$1" last="$2"
+    while ((port < last)); do
+        if tw_port_free "$port"; then
+            printf '%s\n' "$port"
+            return 0
+        fi
+        port=$((port + 1))
+    done
+    return 1
 }
 
 # Print the absolute build directory.

@@ -103,32 +103,6 @@ tw__pg_ensure_reachable() {
     tw__pg_as "$user" test -x "$dir" || tw_die "user '$user' still cannot reach $dir"
 }
 
-# True when nothing listens on 127.0.0.1:$1 (or on the wildcard address).
-tw__pg_port_free() {
-    local port="$1"
-    if command -v ss >/dev/null 2>&1; then
-        [[ -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]] || return 1
-    fi
-    # Fallback (and double check): a successful connect means the port is taken.
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        return 1
-    fi
-    return 0
-}
-
-# First free port at or after $1 within the allowed range.
-tw__pg_free_port() {
-    local port="$1" last=$((TW_PG_FIRST_PORT + TW_PG_PORT_RANGE))
-    while ((port < last)); do
-        if tw__pg_port_free "$port"; then
-            printf '%s\n' "$port"
-            return 0
-        fi
-        port=$((port + 1))
-    done
-    return 1
-}
-
 # Write DATADIR/timewarp.conf (included from postgresql.conf) for port $2.
 tw__pg_write_conf() {
     local datadir="$1" port="$2" user="$3" conf="$1/timewarp.conf" sockdir durable=on
@@ -219,13 +193,13 @@ tw_pg_start() {
     # process may grab a port between the check and the bind: then try the next one.
     prev="$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$datadir/timewarp.conf" 2>/dev/null || true)"
     port=""
-    if [[ -n "$prev" ]] && tw__pg_port_free "$prev"; then
+    if [[ -n "$prev" ]] && tw_port_free "$prev"; then
         port="$prev"
     fi
     log="$datadir/server.log"
     for attempt in 1 2 3 4 5 6 7 8 9 10; do
         if [[ -z "$port" ]]; then
-            port="$(tw__pg_free_port "$scan_from")" ||
+            port="$(tw_free_port "$scan_from" $((TW_PG_FIRST_PORT + TW_PG_PORT_RANGE)))" ||
                 tw_die "no free TCP port in $TW_PG_FIRST_PORT..$((TW_PG_FIRST_PORT + TW_PG_PORT_RANGE - 1))"
         fi
         tw__pg_write_conf "$datadir" "$port" "$user"
