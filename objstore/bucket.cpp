@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <iterator>
 #include <mutex>
 #include <utility>
 
@@ -27,10 +28,8 @@ std::string sha256_hex(std::span<const char> bytes) {
   EVP_Digest(bytes.data(), bytes.size(), digest.data(), &size, EVP_sha256(), nullptr);
   std::string out;
   out.reserve(size * 2);
-  for (unsigned int i = 0; i < size; ++i) {
-    out += static_cast<char>(std::tolower(kHex[digest[i] >> 4]));
-    out += static_cast<char>(std::tolower(kHex[digest[i] & 15]));
-  }
+  for (unsigned int i = 0; i < size; ++i)
+    fmt::format_to(std::back_inserter(out), "{:02x}", digest[i]);
   return out;
 }
 
@@ -76,7 +75,7 @@ std::string store_words(const std::string& body) {
 StoreError failure_of(long status, const std::string& body, const std::string& what) {
   const std::string words = store_words(body);
   const std::string said = words.empty() ? fmt::format("HTTP {}", status)
-                                         : fmt::format("HTTP {}, {}", status, shown_text(words));
+                                         : fmt::format("HTTP {}, {}", status, shown_path(words));
   Failure kind = Failure::Permanent;
   if (status == 404) {
     kind = Failure::NotFound;
@@ -202,13 +201,13 @@ Result<Bucket> Bucket::open(BucketConfig config) {
       endpoint.size() == scheme_end + 3 ||
       endpoint.find('/', scheme_end + 3) != std::string_view::npos) {
     return Error{fmt::format("endpoint {}: not http://host[:port] or https://host[:port]",
-                             shown_text(endpoint))};
+                             shown_path(endpoint))};
   }
   if (!valid_bucket_name(config.bucket)) {
     return Error{
         fmt::format("bucket {}: not a bucket name (3 to 63 of a-z, 0-9, '.' and '-', beginning and "
                     "ending with a letter or digit)",
-                    shown_text(config.bucket))};
+                    shown_path(config.bucket))};
   }
   if (config.region.empty()) return Error{"region: empty"};
   if (config.access_key.empty()) return Error{"access key: empty"};
@@ -242,7 +241,7 @@ Outcome<Ok> Bucket::create() {
 }
 
 Outcome<Ok> Bucket::put(std::string_view key, std::span<const char> bytes) {
-  Impl::Request request("PUT", impl_->object_path(key), "PUT " + shown_text(key));
+  Impl::Request request("PUT", impl_->object_path(key), "PUT " + shown_path(key));
   request.body = bytes;
   auto answer = impl_->send(request);
   if (!answer) return answer.failure();
@@ -250,7 +249,7 @@ Outcome<Ok> Bucket::put(std::string_view key, std::span<const char> bytes) {
 }
 
 Outcome<std::string> Bucket::get(std::string_view key) {
-  Impl::Request request("GET", impl_->object_path(key), "GET " + shown_text(key));
+  Impl::Request request("GET", impl_->object_path(key), "GET " + shown_path(key));
   auto answer = impl_->send(request);
   if (!answer) return answer.failure();
   return std::move(answer.value().body);
@@ -258,7 +257,7 @@ Outcome<std::string> Bucket::get(std::string_view key) {
 
 Outcome<std::string> Bucket::get_range(std::string_view key, std::uint64_t offset,
                                        std::uint64_t length) {
-  const std::string what = fmt::format("GET {} bytes {}+{}", shown_text(key), offset, length);
+  const std::string what = fmt::format("GET {} bytes {}+{}", shown_path(key), offset, length);
   if (length == 0) return std::string();
   Impl::Request request("GET", impl_->object_path(key), what);
   request.headers.push_back(fmt::format("Range: bytes={}-{}", offset, offset + length - 1));
@@ -279,7 +278,7 @@ Outcome<std::string> Bucket::get_range(std::string_view key, std::uint64_t offse
 }
 
 Outcome<ObjectInfo> Bucket::head(std::string_view key) {
-  Impl::Request request("HEAD", impl_->object_path(key), "HEAD " + shown_text(key));
+  Impl::Request request("HEAD", impl_->object_path(key), "HEAD " + shown_path(key));
   auto answer = impl_->send(request);
   if (!answer) return answer.failure();
   ObjectInfo info;
@@ -299,7 +298,7 @@ Outcome<std::vector<ObjectInfo>> Bucket::list(std::string_view prefix, int page)
   page = std::clamp(page, 1, 1000);
   std::vector<ObjectInfo> out;
   std::string token;
-  const std::string what = "listing " + shown_text(prefix) + "*";
+  const std::string what = "listing " + shown_path(prefix) + "*";
   while (true) {
     // The query's names in order, as the signature's canonical form wants them.
     std::string query;
@@ -334,7 +333,7 @@ Outcome<std::vector<ObjectInfo>> Bucket::list(std::string_view prefix, int page)
 }
 
 Outcome<Ok> Bucket::remove(std::string_view key) {
-  Impl::Request request("DELETE", impl_->object_path(key), "DELETE " + shown_text(key));
+  Impl::Request request("DELETE", impl_->object_path(key), "DELETE " + shown_path(key));
   auto answer = impl_->send(request);
   if (!answer && answer.failure().kind != Failure::NotFound) return answer.failure();
   return Ok{};
