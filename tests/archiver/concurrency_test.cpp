@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "archive_test_util.hpp"
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/pack.hpp"
 #include "archive/store.hpp"
+#include "archive_test_util.hpp"
 #include "common/escape.hpp"
 
 namespace tw::archive {
@@ -65,7 +65,11 @@ TEST(Concurrency, TwoArchiversOnOnePathKeepEveryVersionOnce) {
 // Two archivers storing the same contents at the same moment (two copies of a tree, each
 // copy given to one of them) keep each blob once: the second to meet a content waits for
 // the first to commit it, then uses it (FORMAT.md, "Format 2", Locks). Every byte of the
-// packs belongs to an indexed blob, or to a pack's magic.
+// packs belongs to an indexed blob, or to a pack's magic, but for what FORMAT.md ("Digest
+// slots") lets through: a copy when the other archiver commits and lets go of the slot
+// between this one's look in the catalog and its taking the slot (a system call's time,
+// longer on a loaded machine). Two such copies of the small files are allowed; without the
+// slots every one of the 300 contents is stored twice.
 TEST(Concurrency, TwoArchiversStoringTheSameContentAtOnceKeepOneCopy) {
   test::TempDir dir;
   std::mt19937_64 random(20261126);
@@ -117,7 +121,10 @@ TEST(Concurrency, TwoArchiversStoringTheSameContentAtOnceKeepOneCopy) {
       packed += entry.file_size() - kPackMagic.size();
     }
   }
-  EXPECT_EQ(packed, indexed) << (packed - indexed) << " bytes of the packs are copies";
+  ASSERT_GE(packed, indexed);
+  const std::uint64_t largest_small_record = kBlobHeaderSize + 2000 + 10 * (kFiles - 2);
+  EXPECT_LE(packed - indexed, 2 * largest_small_record)
+      << (packed - indexed) << " bytes of the packs are copies";
   auto store = Store::open(dir / "archive", Store::Mode::ReadOnly);
   ASSERT_TRUE(store) << store.error();
   EXPECT_TRUE(store->verify().ok());
