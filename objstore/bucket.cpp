@@ -62,27 +62,26 @@ bool valid_bucket_name(std::string_view name) {
 }
 
 // The store's own words for a failure: the Code and Message of its XML error body.
-std::string store_words(const std::string& body) {
+std::pair<std::string, std::string> store_words(const std::string& body) {
   pugi::xml_document doc;
   if (body.empty() || !doc.load_buffer(body.data(), body.size())) return {};
   const pugi::xml_node error = doc.child("Error");
-  const std::string code = error.child_value("Code");
-  const std::string message = error.child_value("Message");
-  if (code.empty()) return {};
-  return message.empty() ? code : fmt::format("{}: {}", code, message);
+  return {error.child_value("Code"), error.child_value("Message")};
 }
 
 StoreError failure_of(long status, const std::string& body, const std::string& what) {
-  const std::string words = store_words(body);
-  const std::string said = words.empty() ? fmt::format("HTTP {}", status)
-                                         : fmt::format("HTTP {}, {}", status, shown_path(words));
+  auto [code, message] = store_words(body);
+  std::string said = fmt::format("HTTP {}", status);
+  if (!code.empty()) {
+    said += ", " + shown_path(message.empty() ? code : fmt::format("{}: {}", code, message));
+  }
   Failure kind = Failure::Permanent;
   if (status == 404) {
     kind = Failure::NotFound;
   } else if (status >= 500 || status == 408 || status == 429) {
     kind = Failure::Retry;
   }
-  return StoreError{kind, fmt::format("{}: {}", what, said)};
+  return StoreError{kind, fmt::format("{}: {}", what, said), status, std::move(code)};
 }
 
 size_t append_body(char* data, size_t size, size_t count, void* to) {
@@ -183,7 +182,9 @@ Outcome<Bucket::Impl::Answer> Bucket::Impl::send(const Request& request) {
   if (code != CURLE_OK) {
     const std::string why = error[0] != '\0' ? error : curl_easy_strerror(code);
     return StoreError{Failure::Retry,
-                      fmt::format("{}: no answer from {}: {}", request.what, config.endpoint, why)};
+                      fmt::format("{}: no answer from {}: {}", request.what, config.endpoint, why),
+                      0,
+                      {}};
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
   if (answer.status < 200 || answer.status >= 300) {
@@ -232,9 +233,8 @@ Outcome<Ok> Bucket::create() {
   auto answer = impl_->send(request);
   if (!answer) {
     // Ours already: made by an earlier run, or by another host with the same keys.
-    if (answer.failure().message.find("BucketAlreadyOwnedByYou") != std::string::npos) {
-      return Ok{};
-    }
+    const StoreError& failed = answer.failure();
+    if (failed.status == 409 && failed.code == "BucketAlreadyOwnedByYou") return Ok{};
     return answer.failure();
   }
   return Ok{};
@@ -269,10 +269,15 @@ Outcome<std::string> Bucket::get_range(std::string_view key, std::uint64_t offse
       return answer->body.substr(offset, length);
     }
     return StoreError{Failure::Retry,
-                      fmt::format("{}: HTTP {} instead of a range", what, answer->status)};
+                      fmt::format("{}: HTTP {} instead of a range", what, answer->status),
+                      answer->status,
+                      {}};
   }
   if (answer->body.size() != length) {
-    return StoreError{Failure::Retry, fmt::format("{}: {} bytes came", what, answer->body.size())};
+    return StoreError{Failure::Retry,
+                      fmt::format("{}: {} bytes came", what, answer->body.size()),
+                      answer->status,
+                      {}};
   }
   return std::move(answer.value().body);
 }
@@ -311,7 +316,7 @@ Outcome<std::vector<ObjectInfo>> Bucket::list(std::string_view prefix, int page)
     if (!answer) return answer.failure();
     pugi::xml_document doc;
     if (!doc.load_buffer(answer->body.data(), answer->body.size())) {
-      return StoreError{Failure::Retry, what + ": the answer is not XML"};
+      return StoreError{Failure::Retry, what + ": the answer is not XML", 200, {}};
     }
     const pugi::xml_node result = doc.child("ListBucketResult");
     for (const pugi::xml_node item : result.children("Contents")) {
@@ -325,7 +330,7 @@ Outcome<std::vector<ObjectInfo>> Bucket::list(std::string_view prefix, int page)
     if (std::string_view(result.child_value("IsTruncated")) != "true") break;
     std::string next = result.child_value("NextContinuationToken");
     if (next.empty() || next == token) {
-      return StoreError{Failure::Retry, what + ": a truncated page without a way on"};
+      return StoreError{Failure::Retry, what + ": a truncated page without a way on", 200, {}};
     }
     token = std::move(next);
   }

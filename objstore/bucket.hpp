@@ -43,6 +43,8 @@ enum class Failure {
 struct StoreError {
   Failure kind;
   std::string message;
+  long status = 0;   // the HTTP status, when the store answered
+  std::string code;  // the store's error code (its XML error's Code), when it gave one
 };
 
 template <class T>

@@ -171,6 +171,8 @@ TEST(Bucket, AMissingBucketIsNotFound) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.failure().kind, Failure::NotFound) << got.failure().message;
   EXPECT_NE(got.failure().message.find("NoSuchBucket"), std::string::npos) << got.failure().message;
+  EXPECT_EQ(got.failure().status, 404);
+  EXPECT_EQ(got.failure().code, "NoSuchBucket");
 }
 
 TEST(Bucket, AStoreThatDoesNotAnswerIsRetry) {
