@@ -190,6 +190,8 @@ class WritableLayout : public Layout {
   virtual Expected<std::optional<Version>> latest(std::string_view path) = 0;
   // Whether anything is archived (or staged) beneath `path`.
   virtual Expected<bool> has_children(std::string_view path) = 0;
+  // Both at once, from one read of the catalog (a request's first look at each path).
+  virtual Expected<PathState> path_state(std::string_view path) = 0;
   // Whether `v`'s content is in the archive, so that a new version may name it unread.
   virtual bool content_available(const Version& v) const = 0;
   // Reads `fd` (of `size` bytes; another length is a change) into the archive, cut where

@@ -237,17 +237,23 @@ Expected<Reconciler::Committed> Reconciler::settle(const std::string& path, Op h
   TRY_ASSIGN(const PathLock lock, layout_.lock(path));
   for (int attempt = 1;; ++attempt) {
     TRY_ASSIGN(const SourceLook look, look_at(path));
-    TRY_ASSIGN(const std::optional<Version> latest, layout_.latest(path));
-    auto done = commit_look(path, latest, look, hint, nullptr, {});
+    // The latest version and what lies beneath, in one read (settle_structure's question:
+    // committing this path adds nothing beneath it).
+    TRY_ASSIGN(const PathState state, layout_.path_state(path));
+    auto done = commit_look(path, state.latest, look, hint, nullptr, {});
+    if (done) done->children = state.children;
     if (!done && done.fault().changed && attempt < kLooks && !cancelled()) continue;
     return done;
   }
 }
 
-Expected<std::uint64_t> Reconciler::settle_structure(const std::string& path, bool directory) {
+Expected<std::uint64_t> Reconciler::settle_structure(const std::string& path, bool directory,
+                                                     std::optional<bool> beneath) {
   // Cheap when nothing was ever archived beneath the path.
-  TRY_ASSIGN(const bool any, layout_.has_children(path));
-  if (!any) return std::uint64_t{0};
+  if (!beneath) {
+    TRY_ASSIGN(beneath, layout_.has_children(path));
+  }
+  if (!*beneath) return std::uint64_t{0};
   if (!directory) {
     TRY_ASSIGN(const auto paths, layout_.paths_within(path));
     return sum_each(paths, hooks_.cancelled, [&](const std::string& p) -> Expected<std::uint64_t> {
@@ -270,7 +276,8 @@ Expected<std::uint64_t> Reconciler::settle_structure(const std::string& path, bo
 
 Expected<std::uint64_t> Reconciler::reconcile_path(const std::string& path, Op hint) {
   TRY_ASSIGN(const Committed done, settle(path, hint));
-  TRY_ASSIGN(const std::uint64_t structure, settle_structure(path, done.found == Found::Directory));
+  TRY_ASSIGN(const std::uint64_t structure,
+             settle_structure(path, done.found == Found::Directory, done.children));
   if (done.refused) return *done.refused;
   return done.bytes + structure;
 }
@@ -285,7 +292,7 @@ Expected<std::uint64_t> Reconciler::scan_entry(const std::string& entry) {
   // A fifo, socket or device is not archived, and not reported: a scan queues none. A
   // directory now (made since the listing) is its own request's.
   if (settled.found == Found::Directory) return settled.bytes;
-  TRY_ASSIGN(const std::uint64_t structure, settle_structure(entry, false));
+  TRY_ASSIGN(const std::uint64_t structure, settle_structure(entry, false, settled.children));
   return settled.bytes + structure;
 }
 

@@ -45,6 +45,7 @@ class Reconciler {
     std::uint64_t bytes = 0;
     Found found = Found::Absent;
     std::optional<Fault> refused;  // present but not archivable (fifo, socket, device)
+    bool children = false;         // something archived beneath the path, read with its latest
   };
 
   bool cancelled() const { return hooks_.cancelled && hooks_.cancelled(); }
@@ -74,8 +75,10 @@ class Reconciler {
   Expected<Committed> move_look(const std::string& p, const std::string& q);
   // What is archived beneath `path` made to match the disk: for a directory, its archived
   // direct children the disk no longer holds are reconciled; for anything else, every
-  // archived path strictly beneath it is tombstoned (after a fresh look each).
-  Expected<std::uint64_t> settle_structure(const std::string& path, bool directory);
+  // archived path strictly beneath it is tombstoned (after a fresh look each). `beneath`:
+  // whether anything is archived beneath the path, when the caller read it already.
+  Expected<std::uint64_t> settle_structure(const std::string& path, bool directory,
+                                           std::optional<bool> beneath = std::nullopt);
   // One entry of a SCAN: as STAT, and what it held if it was a directory.
   Expected<std::uint64_t> scan_entry(const std::string& entry);
   // Numbers `v` after `latest` and commits it.

@@ -200,6 +200,13 @@ struct SpaceReport {
   std::uint64_t total_bytes() const { return content_bytes + catalog_bytes; }
 };
 
+// A path's latest version, if any, and whether anything is archived beneath it, as one
+// snapshot of the catalog saw them.
+struct PathState {
+  std::optional<Version> latest;
+  bool children = false;
+};
+
 // The on-disk formats (archive/FORMAT.md). An archive keeps the format it was made in;
 // a new one is made in kNewArchiveFormat unless asked otherwise.
 enum class ArchiveFormat { V1 = 1, V2 = 2 };

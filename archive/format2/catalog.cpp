@@ -125,12 +125,25 @@ Expected<bool> Catalog::has_children(std::string_view dir) const {
   return impl_->read([&]() -> Expected<bool> {
     TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(dir));
     if (!node) return false;
-    TRY_ASSIGN(auto s, impl_->statement("SELECT 1 FROM nodes WHERE parent = ?1 LIMIT 1"));
-    sqlite3_bind_int64(*s, 1, *node);
-    const int rc = sqlite3_step(*s);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return archive_fault(Error{impl_->failure("looking up children")});
+    return impl_->any_child(*node);
+  });
+}
+
+Expected<PathState> Catalog::path_state(std::string_view path) const {
+  return impl_->read([&]() -> Expected<PathState> {
+    // One snapshot for the look-ups below (inside a transaction already, its own).
+    const bool own = sqlite3_get_autocommit(impl_->db.handle()) != 0;
+    if (own) TRY(impl_->db.exec("BEGIN"));
+    Defer end([&] {
+      if (own) (void)impl_->db.exec("COMMIT");
+    });
+    PathState state;
+    TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(path));
+    if (!node) return state;
+    TRY_ASSIGN(std::vector<Version> last, impl_->history(path, 1));
+    if (!last.empty()) state.latest = std::move(last.front());
+    TRY_ASSIGN(state.children, impl_->any_child(*node));
+    return state;
   });
 }
 

@@ -97,6 +97,9 @@ class Catalog {
       const std::function<bool(std::size_t, Expected<std::vector<Version>>)>& each) const;
   // Its latest version, if any: one look-up whatever the length of the history.
   Expected<std::optional<Version>> latest(std::string_view path) const;
+  // Its latest version and whether any path lies beneath it, in one read transaction (a
+  // path never archived costs one look-up: no node, neither).
+  Expected<PathState> path_state(std::string_view path) const;
 
   // --- The tree (catalog_structure.cpp; has_children in catalog.cpp). A row whose name
   // cannot be a file's, and what lies beneath it, is no path: listings leave it out.

@@ -104,6 +104,16 @@ struct Catalog::Impl {
     return found;
   }
 
+  // Whether any row lies beneath node `node` (one index look-up).
+  Expected<bool> any_child(std::int64_t node) {
+    TRY_ASSIGN(auto s, statement("SELECT 1 FROM nodes WHERE parent = ?1 LIMIT 1"));
+    sqlite3_bind_int64(*s, 1, node);
+    const int rc = sqlite3_step(*s);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return archive_fault(Error{failure("looking up children")});
+  }
+
   Expected<std::optional<std::int64_t>> optional_id(sqlite3_stmt* s, std::string_view what) {
     const int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) return std::optional<std::int64_t>(sqlite3_column_int64(s, 0));

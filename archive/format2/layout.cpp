@@ -195,6 +195,18 @@ Expected<bool> Format2Layout::has_children(std::string_view path) {
   return any;
 }
 
+Expected<PathState> Format2Layout::path_state(std::string_view path) {
+  const Version* pending = staged_.latest(path);
+  const bool staged_beneath = staged_.has_within(path);
+  PathState state;
+  if (pending == nullptr || !staged_beneath) {
+    TRY_ASSIGN(state, catalog_->path_state(path));
+  }
+  if (pending != nullptr) state.latest = *pending;
+  state.children = state.children || staged_beneath;
+  return state;
+}
+
 bool Format2Layout::content_available(const Version& v) const {
   // A version names its blobs; the commit that recorded it recorded them too.
   return v.is_file() && (v.size == 0 || !v.chunks.empty());

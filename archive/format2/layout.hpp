@@ -66,6 +66,7 @@ class Format2Layout final : public WritableLayout {
   // WritableLayout
   Expected<std::optional<Version>> latest(std::string_view path) override;
   Expected<bool> has_children(std::string_view path) override;
+  Expected<PathState> path_state(std::string_view path) override;
   bool content_available(const Version& v) const override;
   Expected<StoredContent> store_content(int fd, std::uint64_t size, const std::string& shown,
                                         const Version* prior) override;

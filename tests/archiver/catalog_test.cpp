@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -106,6 +107,15 @@ TEST(Catalog, VersionsTreeAndBlobsReadBackAsCommitted) {
   EXPECT_TRUE(*catalog.has_children("/src"));
   EXPECT_FALSE(*catalog.has_children("/src/link"));
   EXPECT_FALSE(*catalog.has_children("/nowhere"));
+  // Both at once: a parent known only as one, a file with a history, a path never seen.
+  for (const auto& [path, latest, beneath] :
+       {std::tuple{"/src", false, true}, {"/src/link", true, false}, {"/nowhere", false, false}}) {
+    auto state = catalog.path_state(path);
+    ASSERT_TRUE(state) << state.error();
+    EXPECT_EQ(state->latest.has_value(), latest) << path;
+    EXPECT_EQ(state->children, beneath) << path;
+  }
+  EXPECT_EQ(catalog.path_state("/src/link")->latest->link_target, "../target\n");
   EXPECT_EQ(*catalog.archived_paths(), (std::vector<std::string>{odd, "/src/link"}));
   EXPECT_EQ(*catalog.integrity_problems(), "");
   auto root = catalog.children("/");
