@@ -101,18 +101,14 @@ Expected<std::vector<Version>> Catalog::versions(std::string_view path) const {
 Done Catalog::each_history(
     const std::vector<std::string>& paths,
     const std::function<bool(std::size_t, Expected<std::vector<Version>>)>& each) const {
-  // (Inside a transaction already, its snapshot is the one read.)
-  const bool own = sqlite3_get_autocommit(impl_->db.handle()) != 0;
-  if (own) TRY(impl_->db.exec("BEGIN"));
-  Defer end([&] {
-    if (own) (void)impl_->db.exec("COMMIT");
+  return impl_->in_snapshot([&]() -> Done {
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      auto history = impl_->history(paths[i], -1);
+      if (!history && impl_->schema_changed()) history = impl_->history(paths[i], -1);
+      if (!each(i, std::move(history))) break;
+    }
+    return Ok{};
   });
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    auto history = impl_->history(paths[i], -1);
-    if (!history && impl_->schema_changed()) history = impl_->history(paths[i], -1);
-    if (!each(i, std::move(history))) break;
-  }
-  return Ok{};
 }
 
 Expected<std::optional<Version>> Catalog::latest(std::string_view path) const {
@@ -130,13 +126,7 @@ Expected<bool> Catalog::has_children(std::string_view dir) const {
 }
 
 Expected<PathState> Catalog::path_state(std::string_view path) const {
-  return impl_->read([&]() -> Expected<PathState> {
-    // One snapshot for the look-ups below (inside a transaction already, its own).
-    const bool own = sqlite3_get_autocommit(impl_->db.handle()) != 0;
-    if (own) TRY(impl_->db.exec("BEGIN"));
-    Defer end([&] {
-      if (own) (void)impl_->db.exec("COMMIT");
-    });
+  const auto look = [&]() -> Expected<PathState> {
     PathState state;
     TRY_ASSIGN(const std::optional<std::int64_t> node, impl_->node_of(path));
     if (!node) return state;
@@ -144,7 +134,8 @@ Expected<PathState> Catalog::path_state(std::string_view path) const {
     if (!last.empty()) state.latest = std::move(last.front());
     TRY_ASSIGN(state.children, impl_->any_child(*node));
     return state;
-  });
+  };
+  return impl_->read([&] { return impl_->in_snapshot(look); });
 }
 
 int Catalog::schema_version() const { return impl_->schema; }

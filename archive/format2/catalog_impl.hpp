@@ -78,6 +78,18 @@ struct Catalog::Impl {
     return result;
   }
 
+  // Runs `f` inside one read transaction, so that its reads see one snapshot: its own, or,
+  // inside a transaction already, that one's.
+  template <class F>
+  auto in_snapshot(F&& f) -> decltype(f()) {
+    const bool own = sqlite3_get_autocommit(db.handle()) != 0;
+    if (own) TRY(db.exec("BEGIN"));
+    Defer end([&] {
+      if (own) (void)db.exec("COMMIT");
+    });
+    return f();
+  }
+
   // The node id of `path`, if it is in the tree. Schema 2 walks down from the root, one
   // look-up per component not yet known (a directory's id is kept once looked up).
   Expected<std::optional<std::int64_t>> node_of(std::string_view path) {

@@ -420,14 +420,7 @@ Expected<std::vector<std::string>> Catalog::paths_within(std::string_view dir,
 // From one snapshot: the rows with a history, one walk down from the root, and how many rows
 // there are. What the walk saw is kept for verify's look for lost parts (lost()).
 Expected<std::vector<std::string>> Catalog::archived_paths() const {
-  return impl_->read([&]() -> Expected<std::vector<std::string>> {
-    impl_->tree_seen.reset();
-    // (Inside a transaction already, its snapshot is the one read.)
-    const bool own = sqlite3_get_autocommit(impl_->db.handle()) != 0;
-    if (own) TRY(impl_->db.exec("BEGIN"));
-    Defer end([&] {
-      if (own) (void)impl_->db.exec("COMMIT");
-    });
+  const auto walk = [&]() -> Expected<std::vector<std::string>> {
     TRY_ASSIGN(const TreeSeen now, seen_now(impl_->db));
     TRY_ASSIGN(const std::optional<std::int64_t> root, impl_->node_of("/"));
     Tree tree(impl_->db, impl_->schema, root);
@@ -438,6 +431,10 @@ Expected<std::vector<std::string>> Catalog::archived_paths() const {
     impl_->tree_seen = std::move(seen);
     std::sort(out.begin(), out.end());
     return out;
+  };
+  return impl_->read([&] {
+    impl_->tree_seen.reset();
+    return impl_->in_snapshot(walk);
   });
 }
 
