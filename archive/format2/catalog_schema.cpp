@@ -66,8 +66,8 @@ constexpr const char* kSetVersion3 = "PRAGMA user_version = 3;";
 // `condemned` mark (the collection that found the blob unnamed) and an index by pack;
 // `retention` holds the moments the archive keeps (one row), `pins` the pinned versions,
 // `collections` the log of collections, `shred` the packs that held a purged path's blobs
-// (rewritten by the next collection whatever their dead share). A new catalog is made as version 3 and upgraded at
-// once, in the same transaction, so there is one definition of each table.
+// (rewritten by the next collection whatever their dead share). A new catalog is made as version 3
+// and upgraded at once, in the same transaction, so there is one definition of each table.
 constexpr const char* kUpgrade3 = R"sql(
 ALTER TABLE nodes ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE blobs RENAME TO blobs_3;
@@ -156,9 +156,9 @@ CREATE TABLE IF NOT EXISTS writers(
 // This release, recorded as a writer of the archive now.
 Done record_writer(sqlite::Database& db) {
   TRY(db.exec(kWritersTable));
-  TRY_ASSIGN(auto insert, db.statement(
-                              "INSERT INTO writers(release, first_ns, last_ns) VALUES (?1, ?2, ?2) "
-                              "ON CONFLICT(release) DO UPDATE SET last_ns = excluded.last_ns"));
+  TRY_ASSIGN(auto insert,
+             db.statement("INSERT INTO writers(release, first_ns, last_ns) VALUES (?1, ?2, ?2) "
+                          "ON CONFLICT(release) DO UPDATE SET last_ns = excluded.last_ns"));
   sqlite3_bind_text(*insert, 1, kVersion.data(), static_cast<int>(kVersion.size()), SQLITE_STATIC);
   sqlite3_bind_int64(*insert, 2, now_ns());
   if (sqlite3_step(*insert) != SQLITE_DONE) {
@@ -231,8 +231,8 @@ Done create_or_upgrade(sqlite::Database& db) {
   TRY_ASSIGN(const int version, db.user_version());
   if (version > kCatalogSchema) return too_new(db, version);
   if (version == 0) {
-    return exec_all(db,
-                    {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion3, kUpgrade3, kUpgrade4});
+    return exec_all(db, {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion3, kUpgrade3,
+                         kUpgrade4});
   }
   if (version == 4) return upgrade_from_4(db);
   if (version == 3) return upgrade_from_3(db);
@@ -277,15 +277,17 @@ Done set_up_schema(sqlite::Database& db) {
   return convert_to_incremental_vacuum(db);
 }
 
+Fault not_set_up(const std::string& file) {
+  return archive_fault(Error{
+      fmt::format("catalog {} is not set up yet (a new archive being created)", shown_path(file))});
+}
+
 Expected<int> readable_schema(sqlite::Database& db) {
   // A catalog a writer has created but not yet set up (the archivers start beside the
   // monitor's first look at a new archive) holds nothing yet: refused as such, so that
   // a reader does not fail each look-up with "no such table" instead.
   TRY_ASSIGN(const int version, db.user_version());
-  if (version < 1) {
-    return archive_fault(Error{fmt::format(
-        "catalog {} is not set up yet (a new archive being created)", shown_path(db.file()))});
-  }
+  if (version < 1) return not_set_up(db.file());
   if (version > kCatalogSchema) return too_new(db, version);
   return version;
 }

@@ -18,6 +18,10 @@ inline constexpr int kCatalogSchema = 5;
 // kCatalogSchema. The catalog's prepared statements are forgotten after it.
 Done set_up_schema(sqlite::Database& db);
 
+// What a reader is told of a catalog a writer is making this moment (the file made but not
+// its tables, or the archive's FORMAT written but not the file yet).
+Fault not_set_up(const std::string& file);
+
 // The schema version of a catalog opened for reading: refused when it is newer than this
 // release reads, or not set up yet (a writer has created the file but not its tables).
 Expected<int> readable_schema(sqlite::Database& db);

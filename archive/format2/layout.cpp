@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/format2/catalog_schema.hpp"
 #include "archive/paths.hpp"
 #include "common/dirs.hpp"
 #include "common/escape.hpp"
@@ -59,6 +60,19 @@ Done name_unplaced(const Catalog& catalog, std::string_view dir, std::vector<Los
   return Ok{};
 }
 
+// Refuses an archive whose catalog file is gone while its packs/ holds data: its list of
+// versions was removed or lost, and a writer making a new one would leave every pack
+// unreferenced, for a collection to remove. A kill between writing a new archive's FORMAT
+// and making its catalog leaves packs/ empty (or not made): a writer goes on making it.
+Done catalog_not_lost(const std::string& root, const std::string& catalog_file) {
+  const auto packs = directory_names(root + "/packs");
+  if (!packs || packs->empty()) return Ok{};
+  return archive_fault(Error{fmt::format(
+      "catalog {} is missing while {}/packs holds data: the archive's list of versions was "
+      "removed or lost; nothing is written to this archive until it is put back",
+      shown_path(catalog_file), shown_path(root))});
+}
+
 }  // namespace
 
 Format2Layout::Format2Layout(const std::string& root, OpenMode mode, const StoreHooks& hooks)
@@ -95,13 +109,23 @@ Done Format2Layout::open_parts(const CompressionOptions& compression, ChunkSizes
     // Writers set the catalog up one at a time, and make it only then: a reader that meets
     // a catalog not set up waits for the writer setting it up (wait_for_setup).
     TRY(locks_.lock_setup());
-    // Made private before SQLite creates it (its journal and index files take its mode).
-    UniqueFd made(
-        ::open(catalog_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
+    if (!path_exists(catalog_file)) {
+      if (Done kept = catalog_not_lost(root_, catalog_file); !kept) {
+        locks_.unlock_setup();
+        return kept;
+      }
+      // Made private before SQLite creates it (its journal and index files take its mode).
+      UniqueFd made(
+          ::open(catalog_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
+    }
   } else {
     // The archivers start beside the monitor's first looks at a new archive, and an
     // operator's: a catalog being set up this moment is read once it is.
     SlotLocks::wait_for_setup(root_);
+    if (!path_exists(catalog_file)) {
+      TRY(catalog_not_lost(root_, catalog_file));
+      return not_set_up(catalog_file);
+    }
   }
   auto opened = Catalog::open(catalog_file, mode_);
   if (writable()) locks_.unlock_setup();

@@ -66,8 +66,8 @@ class CrashTest : public ::testing::Test {
     EXPECT_TRUE(report.ok()) << context << ":\n" << problems;
   }
 
-  // Whether the archive is not made yet, or its catalog not set up: what a kill while the
-  // archiver was making it may leave until the next writer makes or sets it up.
+  // Whether the archive is not made yet, or its catalog not made or set up: what a kill
+  // while the archiver was making it may leave until the next writer makes or sets it up.
   bool archive_not_made() {
     if (!std::filesystem::exists(archive_ + "/FORMAT")) return true;
     auto store = Store::open(archive_, Store::Mode::ReadOnly);
@@ -216,10 +216,10 @@ TEST_F(CrashTest, KillAtRandomMomentsWhileArchivingLargeFiles) {
       if (archiver.wait() == 128 + SIGKILL && !archiver.read_line(0ms)) ++killed_mid_request;
     }
     // A kill while the archive was being made (only the first round's archiver makes it)
-    // may leave no archive, or a catalog without tables, which readers refuse until the
-    // next writer sets it up: that round alone is checked after the next writer, as
-    // KillAtEveryWriteStepOfCreatingTheArchive checks every kill. Every other round is
-    // checked as the kill left it.
+    // may leave no archive, or one without its catalog file or the catalog's tables, which
+    // readers refuse as not set up until the next writer sets it up: that round alone is
+    // checked after the next writer, as KillAtEveryWriteStepOfCreatingTheArchive checks
+    // every kill. Every other round is checked as the kill left it.
     const bool check_later = round == 0 && archive_not_made();
     if (!check_later) expect_sound_archive(fmt::format("round {}", round));
     const auto response = run_once(request, 0);

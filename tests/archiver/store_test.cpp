@@ -900,6 +900,37 @@ TEST_F(StoreTest, AReaderWaitsForACatalogBeingSetUp) {
   EXPECT_TRUE((*read)->verify().ok());
 }
 
+// A writer killed between a new archive's FORMAT and its catalog file leaves a root that a
+// reader calls not set up yet (what it says of a catalog file without tables), not a
+// failure to open a database; the next writer finishes it. A catalog gone from an archive
+// whose packs hold data is refused to readers and writers alike: a new catalog would
+// leave every pack unreferenced, for a collection to remove.
+TEST_F(StoreTest, AnArchiveWithoutItsCatalogIsNewOnlyWhileItsPacksAreEmpty) {
+  const std::string root = dir_ / "archive";
+  const auto remove_catalog = [&] {
+    for (const char* f : {"/catalog.db", "/catalog.db-wal", "/catalog.db-shm"}) {
+      std::filesystem::remove(root + f);
+    }
+  };
+  { Store made = open(); }
+  remove_catalog();
+  auto early = Store::open(root, Store::Mode::ReadOnly);
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.error().find("not set up yet"), std::string::npos) << early.error();
+  {
+    Store store = open();
+    write_file(dir_ / "src/file", "kept in a pack");
+    expect_complete(store.update(dir_ / "src/file"));
+  }
+  remove_catalog();
+  for (const auto mode : {Store::Mode::ReadOnly, Store::Mode::ReadWrite}) {
+    auto lost = Store::open(root, mode);
+    ASSERT_FALSE(lost);
+    EXPECT_NE(lost.error().find("packs holds data"), std::string::npos) << lost.error();
+  }
+  EXPECT_FALSE(std::filesystem::exists(root + "/catalog.db")) << "a writer made a new catalog";
+}
+
 TEST_F(StoreTest, MtimesBefore1970WithAFractionRestoreExactly) {
   Store store = open();
   const std::string file = dir_ / "src/old/file";
