@@ -139,7 +139,7 @@ void Consumer::run() {
     }
     // Keep the window full with items free to go now; otherwise wait for an answer.
     if (!leave_.load() && archiver_ && in_flight_.size() < window() &&
-        in_flight_bytes_ < kWindowBytes && pacer_allows()) {
+        (in_flight_bytes_ < kWindowBytes || in_flight_.size() < kWindowMinimum) && pacer_allows()) {
       if (auto item = queue_.try_pop()) {
         send(std::move(*item));
         continue;

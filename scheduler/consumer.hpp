@@ -65,8 +65,12 @@ class Consumer : NonCopyable {
   // responses come back in request order.
   static constexpr std::size_t kWindow = 128;
   // ... and no more is taken while the files in flight hold this many bytes, so that a few
-  // large files spread over the archivers instead of queueing behind one.
+  // large files spread over the archivers instead of queueing behind one; but a second
+  // request is always sent (kWindowMinimum): an answer waits for its group's pack and
+  // journal syncs, and the archiver works on the next request meanwhile instead of idling
+  // through them (a first backup of a tree with many folders of more than 4 MiB idled so).
   static constexpr std::uint64_t kWindowBytes = 4 << 20;
+  static constexpr std::size_t kWindowMinimum = 2;
 
   // Asks the consumer to leave once the items it has sent are done; returns at once.
   void retire();
