@@ -72,9 +72,9 @@ int main(int argc, char** argv) {
     eof = true;
     arrived.notify_all();
   }).detach();
-  const auto next_line = [&](std::chrono::milliseconds wait) -> std::optional<std::string> {
+  const auto next_line = [&]() -> std::optional<std::string> {
     std::unique_lock lock(mutex);
-    arrived.wait_for(lock, wait, [&] { return !lines.empty() || eof; });
+    arrived.wait(lock, [&] { return !lines.empty() || eof; });
     if (lines.empty()) return std::nullopt;
     std::string out = std::move(lines.front());
     lines.pop_front();
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     return arrived.wait_for(lock, wait, [&] { return !lines.empty() || eof; }) && !lines.empty();
   };
   while (true) {
-    auto next = next_line(std::chrono::hours(24));
+    auto next = next_line();
     if (!next) break;
     const std::string& line = *next;
     auto parsed = tw::parse_request(line);
