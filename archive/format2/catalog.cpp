@@ -37,17 +37,14 @@ Done set_up_journal(sqlite::Database& db) {
   // exist already.
   int persist = 1;
   sqlite3_file_control(db.handle(), "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-  // ... and bounded: a checkpointed WAL is cut back to 8 MiB rather than kept at its
-  // largest. Not to nothing: the WAL is then rewritten in place, in blocks the file already
-  // has, so its sync flushes data without a commit of the filesystem's journal (2-5% off a
+  // ... and small: a checkpointed WAL is cut back to 2 MiB rather than kept at its largest.
+  // Not to nothing: the WAL is then rewritten in place, in blocks the file already has,
+  // so its sync flushes data without a commit of the filesystem's journal (2-5% off a
   // first backup of small files, measured). A quiet archiver empties it (fold_journal).
-  TRY(db.exec("PRAGMA journal_size_limit=8388608"));
-  // A checkpoint every 2,048 pages (8 MiB) instead of 1,000: a checkpoint writes each page
-  // the WAL holds once, however often it was committed, and a first backup commits the
-  // same pages of the blobs' index again and again (their ids are random). Against every
-  // 256 pages: 13% fewer bytes written by the archivers in a first backup of a copy of
-  // /usr/share (542 MB -> 473 MB, packs 267 MB of it), 3-5% less of their CPU.
-  return db.exec("PRAGMA wal_autocheckpoint=2048");
+  TRY(db.exec("PRAGMA journal_size_limit=2097152"));
+  // A checkpoint every 256 pages (1 MiB) instead of 1,000: the WAL a running archive
+  // carries stays small, for one more sync of the catalog every 256 pages written.
+  return db.exec("PRAGMA wal_autocheckpoint=256");
 }
 
 // The journal's descriptor, for sync_journal(): it exists once the schema is set up (a WAL

@@ -283,14 +283,14 @@ Expected<Ok> Format2Layout::take_group_slot(off_t slot) {
   // for each file) is made durable first, and lets them go: for each lock taken, the kernel
   // looks through every lock this process holds on the locks file (posix_lock_inode), so
   // a group of n slots cost n * n / 2 steps there (13% of a SCAN of 18,000 files).
-  if (group_slots_.size() >= kMaxGroupSlots) TRY(let_go());
+  if (group_slots_.size() >= kMaxGroupSlots) TRY(flush());
   // A slot a closed group holds is this process's already.
   if (held_slots_.count(slot) == 0) {
     int err = locks_.lock(slot, true, hooks_.cancelled);
     if (err == EAGAIN) {
-      // Never wait while holding the locks of staged versions: commit them and let their
-      // locks go first (FORMAT.md, "Locks").
-      TRY(let_go());
+      // Never wait while holding the locks of staged versions: make them durable and let
+      // their locks go first (FORMAT.md, "Locks").
+      TRY(flush());
       err = locks_.lock(slot, false, hooks_.cancelled);
     }
     if (err != 0) return lock_fault(err);
@@ -311,7 +311,7 @@ Expected<bool> Format2Layout::claim_blob(const std::string& id) {
       // Another writer is storing a blob of this slot. Let go of what this one holds first
       // (it may be waiting for one of them), then poll until it commits and lets go.
       waited = true;
-      TRY(let_go());
+      TRY(flush());
       while ((err = locks_.lock(*slot, true, hooks_.cancelled)) == EAGAIN &&
              std::chrono::steady_clock::now() < claim_deadline_) {
         if (cancelled()) return retry("cancelled");
@@ -330,19 +330,13 @@ Expected<bool> Format2Layout::claim_blob(const std::string& id) {
 
 Done Format2Layout::flush() {
   if (!grouping_) return commit_staged();
+  // An open group that staged nothing and holds no lock needs no group of its own.
+  const bool open_empty = staged_.end() == group_opened_ && group_slots_.empty() && !open_lost_;
   std::optional<Done> flushed;
-  if (!open_group_empty()) close_group([&flushed](const Done& done) { flushed = done; });
+  if (!open_empty) close_group([&flushed](const Done& done) { flushed = done; });
   advance_groups(true);
   if (worker_) worker_->wait_idle();
   return flushed.value_or(Ok{});
-}
-
-Done Format2Layout::let_go() {
-  if (!grouping_) return flush();
-  if (!open_group_empty()) close_group({});
-  advance_groups(true);
-  if (open_lost_) return *open_lost_;
-  return Ok{};
 }
 
 Done Format2Layout::commit_staged() {

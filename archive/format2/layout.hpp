@@ -136,28 +136,18 @@ class Format2Layout final : public WritableLayout {
   Done commit_group(ClosedGroup& group);
   // Lets go of a committed group's slots that no other group holds.
   void release_slots(const std::vector<off_t>& slots);
-  // An open group that staged nothing and holds no lock needs no group of its own.
-  bool open_group_empty() const {
-    return staged_.end() == group_opened_ && group_slots_.empty() && !open_lost_;
-  }
-  // Lets go of every slot the groups hold but the step's under way, without waiting for
-  // durability: closes the open group and commits every closed group once its pack is
-  // synced; their journal syncs and answers follow on the sync thread as usual. What
-  // another writer then builds on what it sees is committed after it in the one journal,
-  // so it is never durable without it. Ok, or the fault that lost the staged versions.
-  Done let_go();
   // Makes every staged version durable without a group: the pack synced, the catalog
   // committed and its journal synced.
   Done commit_staged();
   // Every closed group and every staged version after `fault` are lost: their requests are
   // answered FAILED RETRY.
   void lose_after(const Fault& fault);
-  // In a group: takes `slot` for the open group (letting go of the others first when
-  // another writer holds it).
+  // In a group: takes `slot` for the open group (flushing first when another writer holds
+  // it); true when this process held it already.
   Expected<Ok> take_group_slot(off_t slot);
   // In a group: takes the digest slot of blob `id`, which this writer is about to store,
   // until the group that stages it is committed (FORMAT.md, "Locks"). When another writer
-  // holds it, lets go of the others (let_go), then waits until `claim_deadline_` at most; past it
+  // holds it, flushes the open group, then waits until `claim_deadline_` at most; past it
   // the blob is stored without the slot (a copy, never a loss). True when it waited.
   Expected<bool> claim_blob(const std::string& id);
 
