@@ -86,34 +86,27 @@ int write_all(int fd, std::span<const char> first, std::span<const char> second)
   return write_all(fd, second.data(), second.size());
 }
 
-void Writeback::wrote(int fd, std::uint64_t end) {
-  if (end - from_ < kWritebackEvery) return;
-  ::sync_file_range(fd, static_cast<off_t>(from_), static_cast<off_t>(end - from_),
-                    SYNC_FILE_RANGE_WRITE);
-  from_ = end;
-}
-
 Done ContentSink::write(std::string_view data) {
   sha_.update(data);
   total_ += data.size();
   if (fd_ < 0 || data.empty()) return Ok{};
   if (sparse_ && data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0) {
-    if (::lseek(fd_, static_cast<off_t>(data.size()), SEEK_CUR) < 0) {
-      return retry(fmt::format("seek error: {}", std::strerror(errno)));
+    if (const int err = out_.skip(data.size()); err != 0) {
+      return retry(fmt::format("seek error: {}", std::strerror(err)));
     }
-    holes_ = true;
     return Ok{};
   }
-  if (const int err = write_all(fd_, data.data(), data.size()); err != 0) {
+  if (const int err = out_.write(data); err != 0) {
     return retry(fmt::format("write error: {}", std::strerror(err)));
   }
-  writeback_.wrote(fd_, total_);
   return Ok{};
 }
 
 Expected<std::uint64_t> ContentSink::finish(std::string_view sha256) {
-  if (holes_ && ::ftruncate(fd_, static_cast<off_t>(total_)) != 0) {
-    return retry(fmt::format("truncate error: {}", std::strerror(errno)));
+  if (fd_ >= 0) {
+    if (const int err = out_.finish(); err != 0) {
+      return retry(fmt::format("write error: {}", std::strerror(err)));
+    }
   }
   const std::string digest = sha_.hex_digest();
   if (digest != sha256) {

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "archive/expected.hpp"
+#include "archive/file_out.hpp"
 #include "archive/sha256.hpp"
 #include "common/fd.hpp"
 
@@ -24,34 +25,19 @@ namespace tw::archive {
 inline constexpr mode_t kDirMode = 0700;
 inline constexpr mode_t kFileMode = 0600;
 
-// How often writeback of a file being written is started (sync_file_range), so that its
-// sync at the end waits for the last few MiB only.
-inline constexpr std::uint64_t kWritebackEvery = 8 << 20;
-
-// Starts writeback of a file written from its start every kWritebackEvery bytes. Only a
-// hint: durability is still the file's sync (an error shows again there).
-class Writeback {
- public:
-  // `end`: how many bytes of the file `fd` are written now.
-  void wrote(int fd, std::uint64_t end);
-
- private:
-  std::uint64_t from_ = 0;  // where the next writeback starts
-};
-
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
 // Writes `first` then `second` to `fd`, in one writev where the kernel takes it all.
 int write_all(int fd, std::span<const char> first, std::span<const char> second);
 // Content being written back out (restore) or only checked (verify): every byte is
-// hashed; written to `fd` unless it is -1; with `sparse`, a run of zeros is skipped with a
-// seek (a hole), and the file is truncated to its length at the end. Writeback of what is
-// written starts every 8 MiB (sync_file_range, a hint), so that the sync that makes a
-// restore durable waits for the last few MiB only. Its failures are RETRY faults in its own
-// words ("write error: ..."): the caller says what it was writing.
+// hashed; written to `fd` unless it is -1 (archive/file_out.hpp: through the page cache,
+// then direct past the first 4 MiB of a large file); with `sparse`, a run of zeros is
+// skipped with a seek (a hole), and the file is truncated to its length at the end. Its
+// failures are RETRY faults in its own words ("write error: ..."): the caller says what it
+// was writing.
 class ContentSink {
  public:
-  ContentSink(int fd, bool sparse) : fd_(fd), sparse_(sparse) {}
+  ContentSink(int fd, bool sparse) : fd_(fd), sparse_(sparse), out_(fd) {}
   Done write(std::string_view data);
   // The bytes written, once the file has its length and the content hashes to `sha256`;
   // else the failure ("content checksum mismatch ...").
@@ -60,9 +46,8 @@ class ContentSink {
  private:
   int fd_;
   bool sparse_;
-  bool holes_ = false;
   std::uint64_t total_ = 0;
-  Writeback writeback_;
+  FileOut out_;
   Sha256 sha_;
 };
 
