@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/format2/ordered_pipeline.hpp"
 #include "archive/sha256.hpp"
 #include "common/escape.hpp"
 #include "common/host.hpp"
@@ -433,41 +434,40 @@ Expected<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chun
                                             const std::string& sha256, int out_fd, bool sparse,
                                             const CatalogBatch* staged) {
   ContentSink sink(out_fd, sparse);
-  // A window of blobs is read and decompressed on the workers while this thread hashes and
-  // writes the window before it, in order: one blob on one thread, else no more blobs than
-  // packs kept open, so that a window's descriptors stay open until its blobs are read.
+  // Blobs are located on this thread (the catalog's connection is its own), a few ahead of
+  // the one written (no more than packs kept open, so that a located blob's descriptor
+  // stays open until it is read), read and decompressed on one thread fewer than this
+  // store's (this one's share is hashing and writing them, in order). The sink's failures
+  // (its own words) are the archive's here: archive_fault.
   const auto workers = static_cast<std::size_t>(threads_);
-  const std::size_t size = workers > 1 ? std::min(2 * workers, kOpenPacks) : 1;
+  const std::size_t depth = std::min(2 * workers + 2, kOpenPacks);
   struct Slot {
     Located at;
     Expected<BlobBytes> raw = retry("not read");
   };
-  std::vector<Slot> ready;  // the window read last, to write
-  for (std::size_t next = 0; next < chunks.size() || !ready.empty();) {
-    std::vector<Slot> window;
-    for (; next < chunks.size() && window.size() < size; ++next) {
-      TRY_ASSIGN(Located at, locate(chunks[next], staged));
-      window.push_back(Slot{std::move(at)});
-    }
-    // The sink's failures (its own words) are the archive's here: archive_fault.
-    std::optional<Fault> failed;
-    for_each_on_workers(
-        window, workers, [](Slot& slot, std::size_t) { slot.raw = read_located(slot.at); },
-        [&] {
-          for (auto& slot : ready) {
-            if (!slot.raw) {
-              failed = slot.raw.fault();
-              return;
-            }
-            if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
-              failed = archive_fault(Error{written.error()});
-              return;
-            }
-          }
-        });
-    if (failed) return *failed;
-    ready = std::move(window);
-  }
+  std::vector<Slot> slots(depth);
+  std::optional<Fault> failed;
+  run_ordered(
+      chunks.size(), depth, workers > 1 ? workers - 1 : 0,
+      [&](std::size_t i) {
+        auto at = locate(chunks[i], staged);
+        if (!at) failed = at.fault();
+        if (failed) return false;
+        slots[i % depth] = Slot{std::move(*at)};
+        return true;
+      },
+      [&](std::size_t i) { slots[i % depth].raw = read_located(slots[i % depth].at); },
+      [&](std::size_t i) {
+        Slot& slot = slots[i % depth];
+        if (!slot.raw) {
+          failed = slot.raw.fault();
+        } else if (auto written = sink.write({slot.raw->data(), slot.raw->size()}); !written) {
+          failed = archive_fault(Error{written.error()});
+        }
+        slot.raw = retry("written");  // its memory back
+        return !failed;
+      });
+  if (failed) return *failed;
   auto total = sink.finish(sha256);
   if (!total) return archive_fault(Error{total.error()});
   return total;
