@@ -66,6 +66,22 @@ int write_all(int fd, const void* data, std::size_t size) {
   return 0;
 }
 
+int pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return 0;
+}
+
 int write_all(int fd, std::span<const char> first, std::span<const char> second) {
   while (!first.empty()) {
     std::array<iovec, 2> parts{iovec{const_cast<char*>(first.data()), first.size()},

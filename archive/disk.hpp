@@ -27,6 +27,8 @@ inline constexpr mode_t kFileMode = 0600;
 
 // Writes all of `data` to `fd`, retrying partial writes and EINTR. Returns 0 or an errno.
 int write_all(int fd, const void* data, std::size_t size);
+// Writes all of `data` at `offset` of `fd` (pwrite), as write_all does.
+int pwrite_all(int fd, const void* data, std::size_t size, std::uint64_t offset);
 // Writes `first` then `second` to `fd`, in one writev where the kernel takes it all.
 int write_all(int fd, std::span<const char> first, std::span<const char> second);
 // Content being written back out (restore) or only checked (verify): every byte is

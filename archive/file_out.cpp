@@ -15,22 +15,6 @@
 namespace tw::archive {
 namespace {
 
-// Writes all of `size` bytes at `offset`. Returns 0 or an errno.
-int pwrite_all(int fd, const char* data, std::size_t size, std::uint64_t offset) {
-  while (size > 0) {
-    const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EIO;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-    offset += static_cast<std::uint64_t>(n);
-  }
-  return 0;
-}
-
 // The alignment direct I/O on `fd` asks of offsets, lengths and memory, or 0 when the
 // file is not a regular one or its filesystem does not say it takes direct I/O.
 std::size_t direct_alignment(int fd) {

@@ -54,7 +54,7 @@ class FileOut {
   int write_buffered(std::string_view data);
   void start_direct();
   int append(std::string_view data);
-  int flush();  // the buffer's whole blocks (all of it at the end, padded)
+  int flush();  // all of the buffer, its last block padded with zeros
   int fall_back();
 
   int fd_;

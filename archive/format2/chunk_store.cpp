@@ -451,8 +451,10 @@ Expected<std::uint64_t> ChunkStore::extract(const std::vector<std::string>& chun
       chunks.size(), depth, workers > 1 ? workers - 1 : 0,
       [&](std::size_t i) {
         auto at = locate(chunks[i], staged);
-        if (!at) failed = at.fault();
-        if (failed) return false;
+        if (!at) {
+          failed = at.fault();
+          return false;
+        }
         slots[i % depth] = Slot{std::move(*at)};
         return true;
       },
