@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -79,20 +80,28 @@ void ScanWalk::start() {
   }
   unarchived_ = !archive_.live(request_.archived_as) &&
                 archive_.archived_within(request_.archived_as).empty();
-  dirs_.push_back({request_.dir, std::nullopt});  // considered as the walk enters it
+  to_list_.push_back({request_.dir, 0, found_++, 0});  // considered as the walk enters it
   phase_ = Phase::Walk;
+}
+
+void ScanWalk::leave(std::uint64_t id, std::vector<Change>& out) {
+  while (id != 0) {
+    const auto it = entered_.find(id);
+    if (--it->second.open > 0) return;
+    if (it->second.on_leave) out.push_back(std::move(*it->second.on_leave));
+    id = it->second.parent;
+    entered_.erase(it);
+  }
 }
 
 bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& out) {
   while (!listing_) {
-    if (dirs_.empty()) return false;
-    Pending next = std::move(dirs_.back());
-    dirs_.pop_back();
-    if (next.dir.empty()) {  // everything beneath a directory was walked
-      if (next.on_leave) out.push_back(std::move(*next.on_leave));
-      return true;
-    }
+    if (to_list_.empty()) return false;
+    std::pop_heap(to_list_.begin(), to_list_.end(), ListFirst{});
+    ToList next = std::move(to_list_.back());
+    to_list_.pop_back();
     listing_dir_ = std::move(next.dir);
+    listing_id_ = next_entered_++;
     if (on_directory) on_directory(listing_dir_);
     // A directory is looked at as the walk enters it, once its watch is in place (the
     // hook adds it), not when its parent was listed: an entry made in it between the two
@@ -101,24 +110,31 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
     struct stat st {};
     std::vector<Change> own;
     if (::lstat(listing_dir_.c_str(), &st) == 0) consider(listing_dir_, st, own);
-    dirs_.push_back({std::string(),
-                     own.empty() ? std::nullopt : std::optional<Change>(std::move(own.front()))});
+    Entered& entered = entered_[listing_id_];
+    entered.parent = next.parent;
+    if (!own.empty()) entered.on_leave = std::move(own.front());
     listing_.reset(::opendir(listing_dir_.c_str()));
-    if (!listing_ && errno != ENOENT && errno != ENOTDIR) {
-      spdlog::warn("cannot list {}: {}", shown_path(listing_dir_), std::strerror(errno));
-      ++stats_.unreadable;
-      unreadable_.push_back(listing_dir_);
+    if (!listing_) {
+      if (errno != ENOENT && errno != ENOTDIR) {
+        spdlog::warn("cannot list {}: {}", shown_path(listing_dir_), std::strerror(errno));
+        ++stats_.unreadable;
+        unreadable_.push_back(listing_dir_);
+      }
+      leave(listing_id_, out);
+      return true;
     }
   }
   const dirent* entry = ::readdir(listing_.get());
   if (entry == nullptr) {
     listing_.reset();
     leave_listing(out);
-    // Depth first, in listing order.
-    for (auto it = subdirs_.rbegin(); it != subdirs_.rend(); ++it) {
-      dirs_.push_back({std::move(*it), std::nullopt});
+    entered_[listing_id_].open += subdirs_.size();
+    for (auto& [dir, size] : subdirs_) {
+      to_list_.push_back({std::move(dir), size, found_++, listing_id_});
+      std::push_heap(to_list_.begin(), to_list_.end(), ListFirst{});
     }
     subdirs_.clear();
+    leave(listing_id_, out);
     return true;
   }
   const std::string_view name = entry->d_name;
@@ -128,7 +144,7 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return true;  // gone meanwhile: its event follows
   if (S_ISDIR(st.st_mode)) {
-    subdirs_.push_back(std::move(path));
+    subdirs_.emplace_back(std::move(path), static_cast<std::int64_t>(st.st_size));
     return true;
   }
   if (!request_.scans || entries_streamed_ ||
@@ -151,15 +167,15 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
 
 void ScanWalk::leave_listing(std::vector<Change>& out) {
   const std::size_t n = entry_changes_.size();
-  Pending& leave = dirs_.back();  // listing_dir_'s own change, queued after its subdirectories
-  const bool own = leave.on_leave.has_value();
+  Entered& here = entered_[listing_id_];  // its own change, queued after its subdirectories
+  const bool own = here.on_leave.has_value();
   if (!entries_streamed_ && n > 0 && n * kScanShare >= entry_files_ && (n >= 2 || own)) {
     Change scan = Change::scan(listing_dir_, n + (own ? 1 : 0));
     scan.priority = request_.priority;
     scan.size = entry_bytes_;
-    if (own) scan.mtime = leave.on_leave->mtime;
+    if (own) scan.mtime = here.on_leave->mtime;
     stats_.changes -= n + (own ? 1 : 0) - 1;
-    leave.on_leave = std::move(scan);
+    here.on_leave = std::move(scan);
   } else {
     for (auto& c : entry_changes_) out.push_back(std::move(c));
   }

@@ -7,12 +7,13 @@
 // not archived and so not queued. A directory is compared as the walk enters it, after the
 // directory hook (where the watcher adds its watch), so that a change of its entries made
 // after its parent was listed is either seen by the comparison or reported by the watch.
-// Its change is queued after those of everything beneath it (depth first, post-order): the
+// Its change is queued after those of everything beneath it (post-order): the
 // scheduler never runs a directory's request beside one for a path inside it, so a
 // directory queued first would hold back all of its entries until its own request is done,
 // once per directory; queued last, it waits alone for its entries while the walk's next
-// changes go on. The order of the queue decides nothing else: every request reconciles
-// the archive with what is on disk when it runs.
+// changes go on. Directories are listed the largest first (ToList below). The order of the
+// queue decides nothing else: every request reconciles the archive with what is on disk
+// when it runs.
 // A scan of a whole source (ScanRequest::scans: the start-up catch-up, the rescans) queues
 // a directory where many entries differ from the archive (a first backup) as one SCAN of
 // it, standing for its own change and theirs (the archiver looks at each entry itself),
@@ -134,17 +135,38 @@ class ScanWalk {
 
   Phase phase_ = Phase::Start;
   ScanStats stats_;
-  // The walk's stack, the next at the back: directories still to be listed, and for each
-  // directory entered, below the directories beneath it, the change found for it (if any),
-  // queued once everything beneath it has been walked.
-  struct Pending {
-    std::string dir;                 // to be listed; empty for a directory's own change
-    std::optional<Change> on_leave;  // a directory's own change
+  // Directories still to be listed, the largest first (a directory's size grows with its
+  // entries on the common filesystems), then in the order they were found: a folder of
+  // many files is queued early, as one long SCAN beside the rest, instead of ending the
+  // backup alone on one archiver because the walk reached it last (docs/decisions.md).
+  struct ToList {
+    std::string dir;
+    std::int64_t size = 0;     // its lstat size
+    std::uint64_t found = 0;   // the order it was found in
+    std::uint64_t parent = 0;  // the Entered it lies in; 0 for the top
   };
-  std::vector<Pending> dirs_;
+  struct ListFirst {
+    bool operator()(const ToList& a, const ToList& b) const {
+      return a.size != b.size ? a.size < b.size : a.found > b.found;
+    }
+  };
+  // A directory entered and not left: its change (if any) is queued once its own listing
+  // and every directory beneath it are done.
+  struct Entered {
+    std::uint64_t parent = 0;
+    std::size_t open = 1;  // its own listing, then each subdirectory not left yet
+    std::optional<Change> on_leave;
+  };
+  void leave(std::uint64_t id, std::vector<Change>& out);
+
+  std::vector<ToList> to_list_;  // a heap by ListFirst
+  std::uint64_t found_ = 0;
+  std::unordered_map<std::uint64_t, Entered> entered_;
+  std::uint64_t next_entered_ = 1;
+  std::uint64_t listing_id_ = 0;  // the Entered of listing_dir_
   std::unique_ptr<DIR, int (*)(DIR*)> listing_{nullptr, ::closedir};
   std::string listing_dir_;
-  std::vector<std::string> subdirs_;  // of listing_dir_, in listing order
+  std::vector<std::pair<std::string, std::int64_t>> subdirs_;  // of listing_dir_, with sizes
   // The changes found among listing_dir_'s entries (subdirectories and large files aside),
   // held until its listing ends to be queued as they are or as one SCAN.
   std::vector<Change> entry_changes_;

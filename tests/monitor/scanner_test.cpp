@@ -107,6 +107,37 @@ TEST_F(ScannerTest, ADirectoryIsQueuedAfterEverythingBeneathIt) {
   }
 }
 
+// A folder of many files is listed, and its SCAN queued, before the small folders beside
+// it: one SCAN runs on one archiver, and found last it would end a first backup alone.
+// (Listing order is the filesystem's; with 40 small siblings a walk in that order enters
+// the large one first 1 time in 41.)
+TEST_F(ScannerTest, ALargeDirectoryIsListedBeforeTheSmallOnesBesideIt) {
+  for (int i = 0; i < 40; ++i) write(fmt::format("top/small{}/f", i), "s");
+  for (int i = 0; i < 400; ++i) write(fmt::format("top/large/file-with-a-long-name-{}", i), "l");
+  struct stat small {
+  }, large{};
+  ASSERT_EQ(::lstat(path("top/small0").c_str(), &small), 0);
+  ASSERT_EQ(::lstat(path("top/large").c_str(), &large), 0);
+  if (large.st_size <= small.st_size) {
+    GTEST_SKIP() << "this filesystem does not report a directory's size by its entries";
+  }
+  ArchiveView view((dir_ / "no-archive").string());
+  const Filter filter({src_}, {}, {}, 0);
+  for (const std::size_t budget : {std::size_t{1}, std::size_t{1000}}) {
+    ScanWalk walk(filter, view, {src_, src_, true, nullptr, kRescanPriority, true});
+    std::vector<std::string> entered;
+    std::vector<Change> changes;
+    while (!walk.step(
+        budget, [&](const std::string& d) { entered.push_back(d); }, changes)) {
+    }
+    ASSERT_EQ(entered.size(), 43u);
+    EXPECT_EQ(entered[2], path("top/large")) << "budget " << budget;
+    ASSERT_FALSE(changes.empty());
+    EXPECT_EQ(changes.front().path, path("top/large")) << "budget " << budget;
+    EXPECT_EQ(changes.front().op, Op::Scan);
+  }
+}
+
 TEST_F(ScannerTest, AnUnchangedTreeQueuesNothing) {
   write("a", "1");
   write("d/e/b", "2");
