@@ -128,6 +128,9 @@ class ScanWalk {
   void push(std::vector<Change>& out, Change change);
   // At the end of listing_dir_: its entries' changes, as they are or as one SCAN.
   void leave_listing(std::vector<Change>& out);
+  // One part of Entered `id` done (its listing, or a subdirectory left): when none is
+  // left, its change is queued, and so on up.
+  void leave(std::uint64_t id, std::vector<Change>& out);
 
   const Filter& filter_;
   ArchiveView& archive_;
@@ -157,8 +160,6 @@ class ScanWalk {
     std::size_t open = 1;  // its own listing, then each subdirectory not left yet
     std::optional<Change> on_leave;
   };
-  void leave(std::uint64_t id, std::vector<Change>& out);
-
   std::vector<ToList> to_list_;  // a heap by ListFirst
   std::uint64_t found_ = 0;
   std::unordered_map<std::uint64_t, Entered> entered_;
