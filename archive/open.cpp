@@ -55,10 +55,10 @@ Done make_root(const std::string& root) {
   return Ok{};
 }
 
-// A writer's new archive: refuses a folder that holds anything but what an interrupted
-// creation leaves; writes tmp/ then FORMAT, so that a kill leaves no archive or one that
-// opens.
-Done create_archive(const std::string& root, DiskWriter& disk) {
+// A writer's new archive, before its layout is set up: refuses a folder that holds anything
+// but what an interrupted creation leaves, and writes tmp/. FORMAT, which makes the folder
+// an archive, comes last (Store::open).
+Done prepare_archive(const std::string& root, DiskWriter& disk) {
   TRY(make_root(root));
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
@@ -71,9 +71,14 @@ Done create_archive(const std::string& root, DiskWriter& disk) {
   }
   if (ec) return retry(fmt::format("cannot read backup root {}: {}", root, ec.message()));
   TRY(disk.make_dir(root + "/tmp"));
-  const std::string text = std::string(kFormat2Line) + chunk_sizes_line(ChunkSizes{});
-  TRY(disk.write_file(root + "/FORMAT", text));
   return Ok{};
+}
+
+// `layout`, opened to write, as the store's layout and writer.
+void attach_writer(Store::Impl& impl, std::unique_ptr<Format2Layout> layout) {
+  impl.writer = layout.get();
+  layout->remove_stale_temps();
+  impl.layout = std::move(layout);
 }
 
 std::string without_trailing_slashes(std::string root) {
@@ -94,8 +99,17 @@ Expected<Store> Store::open(const std::string& backup_root, Mode mode, StoreHook
   const std::string format_file = root + "/FORMAT";
   const bool writable = mode == Mode::ReadWrite;
   if (writable && !path_exists(format_file)) {
+    // A new archive: its catalog is set up before FORMAT is written, so that a reader (the
+    // monitor, a retention run, an operator) finds no archive or a whole one, never one
+    // whose catalog a writer has yet to make; a kill before FORMAT leaves what the next
+    // writer finishes (archive/FORMAT.md, "Format 2").
     DiskWriter disk(root, impl->hooks.before_write_step, impl->hooks.fail_write_step);
-    TRY(create_archive(root, disk));
+    TRY(prepare_archive(root, disk));
+    TRY_ASSIGN(auto layout,
+               Format2Layout::open(root, mode, impl->hooks, compression, ChunkSizes{}));
+    TRY(disk.write_file(format_file, std::string(kFormat2Line) + chunk_sizes_line(ChunkSizes{})));
+    attach_writer(*impl, std::move(layout));
+    return Store(std::move(impl));
   }
   auto format = read_small_file(format_file, 4096);
   if (!format) {
@@ -125,10 +139,10 @@ Expected<Store> Store::open(const std::string& backup_root, Mode mode, StoreHook
   }
   TRY_ASSIGN(auto layout, Format2Layout::open(root, mode, impl->hooks, compression, *sizes));
   if (writable) {
-    impl->writer = layout.get();
-    layout->remove_stale_temps();
+    attach_writer(*impl, std::move(layout));
+  } else {
+    impl->layout = std::move(layout);
   }
-  impl->layout = std::move(layout);
   return Store(std::move(impl));
 }
 

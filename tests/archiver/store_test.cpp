@@ -38,6 +38,32 @@ using test::read_file;
 using test::TempDir;
 using test::write_file;
 
+// The monitor and the retention runs look at a new archive while the first archiver makes
+// it: at every write step of the making, a reader finds no archive (no FORMAT) or one it
+// opens, never one whose catalog is not set up yet.
+TEST(Creation, AReaderDuringTheMakingOfAnArchiveFindsNoneOrAWholeOne) {
+  TempDir dir;
+  const std::string root = dir / "archive";
+  int steps = 0;
+  int opened = 0;
+  StoreHooks hooks;
+  hooks.before_write_step = [&](std::string_view step) {
+    ++steps;
+    if (!std::filesystem::exists(root + "/FORMAT")) return;
+    auto reader = Store::open(root, Store::Mode::ReadOnly);
+    EXPECT_TRUE(reader) << "at step " << steps << " (" << step << "): " << reader.error();
+    opened += reader ? 1 : 0;
+  };
+  auto writer = Store::open(root, Store::Mode::ReadWrite, hooks);
+  ASSERT_TRUE(writer) << writer.error();
+  EXPECT_GT(steps, 3);
+  auto reader = Store::open(root, Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  auto versions = reader->versions("/nothing");
+  ASSERT_TRUE(versions) << versions.error();
+  EXPECT_TRUE(versions->empty());
+}
+
 TEST(Faults, ASourceGoneMidRequestIsLookedAtAgainNotAnsweredByText) {
   for (const int err : {ENOENT, ENOTDIR}) {
     const Fault fault = errno_fault(err, Side::Source, "reading /src/f");
