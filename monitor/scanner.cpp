@@ -101,7 +101,7 @@ bool ScanWalk::walk_one(const DirectoryHook& on_directory, std::vector<Change>& 
     ToList next = std::move(to_list_.back());
     to_list_.pop_back();
     listing_dir_ = std::move(next.dir);
-    listing_id_ = next_entered_++;
+    listing_id_ = next.found;
     if (on_directory) on_directory(listing_dir_);
     // A directory is looked at as the walk enters it, once its watch is in place (the
     // hook adds it), not when its parent was listed: an entry made in it between the two

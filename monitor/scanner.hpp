@@ -145,7 +145,7 @@ class ScanWalk {
   struct ToList {
     std::string dir;
     std::int64_t size = 0;     // its lstat size
-    std::uint64_t found = 0;   // the order it was found in
+    std::uint64_t found = 0;   // the order it was found in, from 1: its Entered's id
     std::uint64_t parent = 0;  // the Entered it lies in; 0 for the top
   };
   struct ListFirst {
@@ -161,9 +161,8 @@ class ScanWalk {
     std::optional<Change> on_leave;
   };
   std::vector<ToList> to_list_;  // a heap by ListFirst
-  std::uint64_t found_ = 0;
+  std::uint64_t found_ = 1;
   std::unordered_map<std::uint64_t, Entered> entered_;
-  std::uint64_t next_entered_ = 1;
   std::uint64_t listing_id_ = 0;  // the Entered of listing_dir_
   std::unique_ptr<DIR, int (*)(DIR*)> listing_{nullptr, ::closedir};
   std::string listing_dir_;

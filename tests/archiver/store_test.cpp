@@ -45,14 +45,12 @@ TEST(Creation, AReaderDuringTheMakingOfAnArchiveFindsNoneOrAWholeOne) {
   TempDir dir;
   const std::string root = dir / "archive";
   int steps = 0;
-  int opened = 0;
   StoreHooks hooks;
   hooks.before_write_step = [&](std::string_view step) {
     ++steps;
     if (!std::filesystem::exists(root + "/FORMAT")) return;
     auto reader = Store::open(root, Store::Mode::ReadOnly);
     EXPECT_TRUE(reader) << "at step " << steps << " (" << step << "): " << reader.error();
-    opened += reader ? 1 : 0;
   };
   auto writer = Store::open(root, Store::Mode::ReadWrite, hooks);
   ASSERT_TRUE(writer) << writer.error();
