@@ -76,8 +76,8 @@ Done Catalog::Impl::sort_blobs(const std::vector<std::uint64_t>& bits, BlobMarks
 Expected<BlobMarks> Catalog::mark(const std::function<bool()>& cancelled) {
   // One read transaction: the versions and the blobs as of one instant. Writers go on
   // beside it (WAL); what they commit later is seen by the next collection.
-  TRY(impl_->db.exec("BEGIN"));
-  Defer end([&] { (void)impl_->db.exec("COMMIT"); });
+  TRY(impl_->db.run("BEGIN"));
+  Defer end([&] { (void)impl_->db.run("COMMIT"); });
   TRY_ASSIGN(auto top, impl_->statement("SELECT coalesce(max(rowid), 0) FROM blobs"));
   if (sqlite3_step(top) != SQLITE_ROW) {
     return archive_fault(Error{impl_->failure("counting blobs")});

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/catalog_rows.hpp"
 #include "archive/format2/catalog_schema.hpp"
+#include "archive/format2/checkpointer.hpp"
 #include "archive/format2/id_memo.hpp"
 #include "archive/format2/sqlite.hpp"
 #include "archive/sha256.hpp"
@@ -48,6 +50,7 @@ struct TreeSeen {
 struct Catalog::Impl {
   explicit Impl(sqlite::Database opened) : db(std::move(opened)) {}
 
+  std::unique_ptr<Checkpointer> checkpointer;  // writable; outlives db, which calls it
   sqlite::Database db;
   int schema = kCatalogSchema;  // of the file (older only when read, before a writer upgrades it)
   IdMemo node_ids, pack_ids;    // schema 2 and later
@@ -83,9 +86,9 @@ struct Catalog::Impl {
   template <class F>
   auto in_snapshot(F&& f) -> decltype(f()) {
     const bool own = sqlite3_get_autocommit(db.handle()) != 0;
-    if (own) TRY(db.exec("BEGIN"));
+    if (own) TRY(db.run("BEGIN"));
     Defer end([&] {
-      if (own) (void)db.exec("COMMIT");
+      if (own) (void)db.run("COMMIT");
     });
     return f();
   }

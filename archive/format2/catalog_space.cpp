@@ -110,8 +110,8 @@ Done Catalog::space(const std::vector<DroppedVersions>& left_out,
           shown_path(impl_->db.file())));
     }
     // One read transaction: the versions and the blobs as of one instant, beside writers.
-    TRY(impl_->db.exec("BEGIN"));
-    Defer end([&] { (void)impl_->db.exec("COMMIT"); });
+    TRY(impl_->db.run("BEGIN"));
+    Defer end([&] { (void)impl_->db.run("COMMIT"); });
     TRY_ASSIGN(auto top, impl_->statement("SELECT coalesce(max(rowid), 0) FROM blobs"));
     if (sqlite3_step(top) != SQLITE_ROW) {
       return archive_fault(Error{impl_->failure("counting blobs")});

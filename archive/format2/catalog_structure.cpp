@@ -448,8 +448,8 @@ Expected<std::vector<LostPart>> Catalog::lost_rows() const { return lost(false, 
 // `whole`, every kind (verify); else the lost rows and the parentless rows (restore).
 Expected<std::vector<LostPart>> Catalog::lost(bool whole, const Each* each) const {
   return impl_->read([&]() -> Expected<std::vector<LostPart>> {
-    TRY(impl_->db.exec("BEGIN"));
-    Defer end([&] { (void)impl_->db.exec("COMMIT"); });
+    TRY(impl_->db.run("BEGIN"));
+    Defer end([&] { (void)impl_->db.run("COMMIT"); });
     TRY_ASSIGN(const TreeSeen now, seen_now(impl_->db));
     TRY_ASSIGN(const std::optional<std::int64_t> root, impl_->node_of("/"));
     Tree tree(impl_->db, impl_->schema, root);

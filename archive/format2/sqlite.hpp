@@ -63,8 +63,11 @@ class Database {
   Expected<Cursor> statement(std::string_view sql);
   // Drops the prepared statements (the tables they name have changed).
   void forget_statements() { statements_.clear(); }
-  // Runs `sql` (one or more statements, no results).
+  // Runs `sql` (one or more statements, no results), compiled anew each time.
   Done exec(const char* sql);
+  // Runs the one statement `sql` (no results) from the prepared ones: BEGIN and COMMIT
+  // open and close a read many times a second, and compiling them cost as much as running.
+  Done run(std::string_view sql);
   // PRAGMA user_version: the schema version the file says it has.
   Expected<int> user_version();
   // The rowid of the row the last INSERT added.
@@ -80,8 +83,15 @@ class Database {
   struct Finalize {
     void operator()(sqlite3_stmt* s) const;
   };
+  // How long a connection waits for another's lock, and since when (the busy handler's).
+  struct BusyWait {
+    std::chrono::milliseconds limit = kBusyTimeout;
+    std::chrono::steady_clock::time_point since;
+  };
+  static int on_busy(void* wait, int tries);
   Database() = default;
 
+  std::unique_ptr<BusyWait> busy_;  // on the heap: the handler keeps its address
   std::unique_ptr<sqlite3, Close> db_;
   std::string file_;
   std::map<std::string, std::unique_ptr<sqlite3_stmt, Finalize>, std::less<>> statements_;

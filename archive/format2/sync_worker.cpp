@@ -8,6 +8,15 @@
 
 namespace tw::archive {
 
+std::thread start_without_signals(std::function<void()> body) {
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  std::thread started(std::move(body));
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return started;
+}
+
 SyncWorker::SyncWorker() : done_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!done_fd_) throw std::runtime_error("eventfd failed");
 }
@@ -27,13 +36,7 @@ void SyncWorker::post(std::function<void()> job) {
     jobs_.push_back(std::move(job));
   }
   changed_.SignalAll();
-  if (thread_.joinable()) return;
-  // Signals go to the other threads: the archiver's handler wakes its poll, not this.
-  sigset_t all, before;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &before);
-  thread_ = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (!thread_.joinable()) thread_ = start_without_signals([this] { run(); });
 }
 
 void SyncWorker::run() {

@@ -12,10 +12,14 @@
 
 #include "common/fd.hpp"
 #include "common/mutex.hpp"
-#include "common/thread_annotations.hpp"
 #include "common/noncopyable.hpp"
+#include "common/thread_annotations.hpp"
 
 namespace tw::archive {
+
+// A thread running `body` with every signal blocked: signals go to the process's other
+// threads (the archiver's handler wakes its poll, not a worker).
+std::thread start_without_signals(std::function<void()> body);
 
 class SyncWorker : NonCopyable {
  public:
