@@ -1,5 +1,5 @@
 // Format 2's locks (FORMAT.md, "Locks"): the locks file, whose flock orders the catalog's
-// set-up, and 2^30 path slots and 2^20 digest slots, each one byte of one of the 64 slot
+// set-up, and 2^30 path slots and 2^40 digest slots, each one byte of one of the 64 slot
 // files <root>/slots/<nn> locked with an OFD lock (released by the kernel when the process
 // dies). A path's slot keeps two requests for it from interleaving; a digest slot keeps two
 // writers from storing one new blob twice. Internal to the archive library; one SlotLocks

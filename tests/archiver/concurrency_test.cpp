@@ -15,6 +15,7 @@
 
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/pack.hpp"
+#include "archive/format2/slot_locks.hpp"
 #include "archive/store.hpp"
 #include "archive_test_util.hpp"
 #include "common/escape.hpp"
@@ -128,6 +129,27 @@ TEST(Concurrency, TwoArchiversStoringTheSameContentAtOnceKeepOneCopy) {
   auto store = Store::open(dir / "archive", Store::Mode::ReadOnly);
   ASSERT_TRUE(store) << store.error();
   EXPECT_TRUE(store->verify().ok());
+}
+
+// Two new blobs whose ids share their first 20 bits have digest slots of their own: one
+// writer storing either does not make another wait for it (with a slot per 20 bits, a
+// group holding 4,096 slots made one new blob in 256 wait for a blob it did not share).
+TEST(Concurrency, BlobsSharingTheirFirst20BitsHaveDigestSlotsOfTheirOwn) {
+  test::TempDir dir;
+  DiskWriter disk(dir.path(), {});
+  auto holder = SlotLocks::open(disk, dir.path());
+  ASSERT_TRUE(holder) << holder.error();
+  auto other = SlotLocks::open(disk, dir.path());
+  ASSERT_TRUE(other) << other.error();
+  const std::string held = "abcde0" + std::string(58, '1');
+  const std::string wanted = "abcde7" + std::string(58, '1');
+  const auto held_slot = SlotLocks::digest_slot(held);
+  const auto wanted_slot = SlotLocks::digest_slot(wanted);
+  ASSERT_TRUE(held_slot && wanted_slot);
+  EXPECT_NE(*held_slot, *wanted_slot);
+  ASSERT_EQ(holder->lock(*held_slot, true, {}), 0);
+  EXPECT_EQ(other->lock(*wanted_slot, true, {}), 0) << "waits for another blob's commit";
+  EXPECT_EQ(other->lock(*held_slot, true, {}), EAGAIN) << "the same blob's slot is held";
 }
 
 // Several archivers started at once on a root that is not an archive yet: every one opens
