@@ -61,8 +61,8 @@ int Database::on_busy(void* wait, int tries) {
   if (tries == 0) busy.since = now;
   if (now - busy.since >= busy.limit) return 0;
   // Short naps first: another archiver's commit holds the write lock for a few milliseconds,
-  // and SQLite's own timeout sleeps 1, 2, 5, 10, 15 ms... (half a second of each archiver's
-  // 6 in a first backup of small files went so, measured).
+  // and SQLite's own timeout sleeps 1, 2, 5, 10, 15 ms... (in a first backup of small files,
+  // two archivers slept so half a second of their 6, measured).
   using std::chrono::microseconds;
   std::this_thread::sleep_for(tries < 20    ? microseconds(100)
                               : tries < 100 ? microseconds(500)
