@@ -20,7 +20,8 @@ namespace {
 constexpr std::size_t kSlotHexDigits = 8;
 // Digest slots: 2^40, one byte each after the path slots, by the first 40 bits of a blob id:
 // with 2^20, a group holding 4,096 slots made one new blob in 256 wait for another blob's
-// commit (0.5 s of each archiver's 6 in a first backup of small files, measured).
+// commit (two archivers waited so 0.5 s of their 6 in a first backup of small files,
+// measured).
 constexpr off_t kDigestSlotBase = off_t{1} << 30;
 constexpr std::size_t kDigestSlotHexDigits = 10;
 
