@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "archive/expected.hpp"
+#include "archive/pack_store.hpp"
 #include "archive/retention.hpp"
 #include "archive/types.hpp"
 #include "common/protocol.hpp"
@@ -180,6 +181,11 @@ class Layout {
   // versions `left_out` names (paths and numbers; `latest` is not read) counted as gone, to
   // tell what removing them frees (Store::space).
   virtual Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) = 0;
+  // What the pack store does not hold yet (Store::ship_backlog); a layout that is never
+  // shipped refuses.
+  virtual Expected<ShipBacklog> ship_backlog() {
+    return permanent("an archive of this format is not shipped to a pack store");
+  }
 };
 
 // What the layout that takes new versions can do besides: the requests' steps, and group
@@ -229,6 +235,8 @@ class WritableLayout : public Layout {
   virtual Done set_pin(std::string_view path, std::uint64_t number, bool pinned) = 0;
   // Frees what no version names (FORMAT.md, "Collection"), beside running writers.
   virtual Expected<CollectReport> collect(const CollectOptions& options) = 0;
+  // Copies the sealed packs to `store` and removes the dropped ones (Store::ship).
+  virtual Done ship(PackStore& store, ShipReport& report) = 0;
 };
 
 }  // namespace tw::archive

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "archive/expected.hpp"
+#include "archive/pack_store.hpp"
 #include "archive/retention.hpp"
 #include "archive/types.hpp"
 #include "common/filters.hpp"
@@ -167,10 +168,10 @@ class Store {
   Expected<RestoreReport> restore(std::string_view path, const RestoreOptions& options) const;
 
   // Retention (FORMAT.md, "Retention"; store_retention.cpp). forget() applies `policy` as
-  // of `now_ns` (each path that of the deepest folder holding it): the moments it keeps, and those every earlier run kept, are recorded, then
-  // every version no kept moment sees is removed (never a pinned one, nor the latest of a
-  // path that exists). plan_forget() says what forget() would remove, changing nothing.
-  // Format 1 and a read-only store refuse the changes, saying why.
+  // of `now_ns` (each path that of the deepest folder holding it): the moments it keeps, and those
+  // every earlier run kept, are recorded, then every version no kept moment sees is removed (never
+  // a pinned one, nor the latest of a path that exists). plan_forget() says what forget() would
+  // remove, changing nothing. Format 1 and a read-only store refuse the changes, saying why.
   Expected<ForgetReport> forget(const RetentionPolicies& policy, std::int64_t now_ns,
                                 const ForgetOptions& options);
   Expected<ForgetReport> plan_forget(const RetentionPolicies& policy, std::int64_t now_ns,
@@ -189,6 +190,15 @@ class Store {
   // archivers that keep writing; and the last one that finished.
   Expected<CollectReport> collect(const CollectOptions& options);
   Expected<std::optional<CollectReport>> last_collection() const;
+
+  // Shipping (ARCHITECTURE.md, "Object store"; store_retention.cpp). ship() copies every
+  // sealed pack the pack store does not hold whole to it, and removes from it the packs
+  // collection dropped here, recording each in the catalog once the store has it; `report`
+  // says what was done, also when it fails part way (the store down: a RETRY fault; what
+  // was shipped stays shipped). A pack still written to is left for a later run.
+  // ship_backlog() says what the store does not hold yet (format 1: refused).
+  Done ship(PackStore& store, ShipReport& report);
+  Expected<ShipBacklog> ship_backlog() const;
 
   // Space (store_space.cpp). What the archive's files take on disk and what its versions
   // use (SpaceReport), the catalog read in one snapshot; the versions `left_out` names

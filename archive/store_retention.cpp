@@ -1,4 +1,5 @@
-// The facade's retention and collection (archive/store.hpp): forget, pins, collect.
+// The facade's retention, collection and shipping (archive/store.hpp): forget, pins,
+// collect, ship.
 #include <fmt/format.h>
 
 #include "archive/forget.hpp"
@@ -58,5 +59,12 @@ Expected<CollectReport> Store::collect(const CollectOptions& options) {
 Expected<std::optional<CollectReport>> Store::last_collection() const {
   return impl_->layout->last_collection();
 }
+
+Done Store::ship(PackStore& store, ShipReport& report) {
+  TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "ship"));
+  return writer->ship(store, report);
+}
+
+Expected<ShipBacklog> Store::ship_backlog() const { return impl_->layout->ship_backlog(); }
 
 }  // namespace tw::archive

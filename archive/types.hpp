@@ -176,6 +176,30 @@ struct CollectReport {
   std::uint64_t catalog_bytes_reclaimed = 0;  // the catalog file's shrinking
 };
 
+// What one shipping run did (Store::ship; ARCHITECTURE.md, "Object store"): packs copied
+// to the pack store (the committed records of one a writer appends to), and the packs
+// collection dropped after they were shipped, removed from it.
+struct ShipReport {
+  std::uint64_t packs_shipped = 0;
+  std::uint64_t bytes_shipped = 0;
+  std::uint64_t packs_removed = 0;  // from the store: collection dropped them here
+  std::uint64_t packs_busy = 0;     // written to still: their committed records shipped
+};
+
+// What the pack store does not hold yet (Store::ship_backlog): the packs on the local disk
+// not shipped whole (written to now, sealed since the last run, or cut back by a
+// collection since they were shipped), their bytes, when the oldest of them was begun, and
+// the packs to remove from the store. A host lost now loses the versions in these packs.
+struct ShipBacklog {
+  std::uint64_t packs = 0;
+  std::uint64_t bytes = 0;
+  std::optional<std::int64_t> oldest_ns;  // the oldest unshipped pack's birth (or mtime)
+  std::uint64_t removals = 0;
+  std::uint64_t shipped_packs = 0;  // in the store and current
+  std::uint64_t shipped_bytes = 0;
+  std::optional<std::int64_t> last_shipped_ns;  // when the last pack was shipped
+};
+
 // What an archive takes on disk and how much of it its versions use (Store::space). A
 // blob's stored bytes are its bytes in its pack (compressed), its record header not counted;
 // in format 1 every object is one blob and every object counts as used.

@@ -349,6 +349,11 @@ archive::Expected<archive::Store> open_store(const Config& config) {
   return archive::Store::open(config.backup_root, archive::Store::Mode::ReadOnly);
 }
 
+archive::Expected<archive::Store> open_changing(const Config& config) {
+  TRY(open_store(config));
+  return archive::Store::open(config.backup_root, archive::Store::Mode::ReadWrite);
+}
+
 void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<ArchiveArgs>();
 

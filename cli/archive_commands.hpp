@@ -30,4 +30,8 @@ Result<std::string> command_line_path(const std::string& arg, bool escaped);
 // missing backup_root is named with where to set it.
 archive::Expected<archive::Store> open_store(const Config& config);
 
+// The configuration's archive, opened to be changed: it must exist (a read-only open says
+// what is wrong), and a format-1 archive is refused by the writable open, which says why.
+archive::Expected<archive::Store> open_changing(const Config& config);
+
 }  // namespace tw

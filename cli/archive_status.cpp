@@ -11,11 +11,30 @@
 #include "archive/timefmt.hpp"
 #include "cli/archive_commands.hpp"
 #include "common/time.hpp"
+#include "objstore/pack_store.hpp"
 
 namespace tw::cli {
 namespace {
 
 namespace ar = tw::archive;
+
+// What the pack store does not hold yet, when one is configured.
+void read_shipping(const Config& config, const ar::Store& store, ArchiveStatus& out) {
+  auto target = objstore::store_target(config);
+  if (!target) {
+    out.shipping_error = target.error();
+    return;
+  }
+  if (!*target) return;
+  const auto& t = **target;
+  out.store = fmt::format("{}/{}/{}", t.bucket.endpoint, t.bucket.bucket, t.prefix);
+  auto backlog = store.ship_backlog();
+  if (!backlog) {
+    out.shipping_error = backlog.error();
+    return;
+  }
+  out.shipping = *backlog;
+}
 
 // The figures of `status`, or the first failure's message.
 std::string read_into(const Config& config, ArchiveStatus& out, std::int64_t now) {
@@ -32,6 +51,7 @@ std::string read_into(const Config& config, ArchiveStatus& out, std::int64_t now
   out.versions = plan->report.versions;
   out.removable = plan->report.removed;
   out.removable_paths = plan->report.whole_paths;
+  read_shipping(config, *store, out);
   auto last = store->last_collection();
   if (!last) return last.error();
   out.last_collection = *last;
@@ -71,10 +91,12 @@ ArchiveStatus read_archive_status(const Config& config) {
   const auto started = std::chrono::steady_clock::now();
   const std::int64_t now = now_ns();
   out.read_at = ar::format_time_ns(now);
+  out.read_ns = now;
   if (std::string error = read_into(config, out, now); !error.empty()) {
     ArchiveStatus failed;
     failed.root = out.root;
     failed.read_at = out.read_at;
+    failed.read_ns = out.read_ns;
     failed.error = std::move(error);
     out = std::move(failed);
   }

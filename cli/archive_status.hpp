@@ -33,6 +33,12 @@ struct ArchiveStatus {
   double read_seconds = 0;             // how long reading took
   std::string collection_finished_at;  // the last collection's end (ISO 8601, UTC)
   double collection_age = 0;           // seconds from it to read_at
+  // The pack store (store_* keys), when one is configured: where, and what it does not hold
+  // yet, or why that cannot be said.
+  std::string store;
+  std::optional<archive::ShipBacklog> shipping;
+  std::string shipping_error;
+  std::int64_t read_ns = 0;  // read_at, for the ages of the shipping figures
 };
 
 // Reads the archive at config.backup_root (which must be set) with the configuration's

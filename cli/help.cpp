@@ -45,6 +45,7 @@ constexpr std::pair<std::string_view, std::string_view> kExamples[] = {
     {"gc", "timewarp gc"},
     {"pin", "timewarp pin ~/thesis.tex --version 12"},
     {"purge", "timewarp purge ~/.ssh/id_ed25519"},
+    {"ship", "timewarp ship --json"},
     {"archivers", "timewarp archivers 4"},
     {"help", "timewarp help config"},
     {"config", "timewarp config"},
@@ -95,6 +96,7 @@ std::string file_line(const Config& config) {
 
 std::string shown_value(const ConfigKey& key, const Config& config) {
   const std::string value = key_value(key, config);
+  if (key.secret) return value.empty() || value == "\"\"" ? value : "(set, not shown)";
   return key.name == "database" ? mask_conninfo(value, value) : value;
 }
 

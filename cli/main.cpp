@@ -13,6 +13,7 @@
 #include "cli/mount_command.hpp"
 #include "cli/queue_commands.hpp"
 #include "cli/retention_commands.hpp"
+#include "cli/ship_command.hpp"
 #include "common/config.hpp"
 #include "common/logging.hpp"
 
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   tw::cli::add_check_command(app, config, run);
   tw::cli::add_diff_command(app, config, run);
   tw::add_retention_commands(app, config, run);
+  tw::cli::add_ship_command(app, config, run);
   tw::cli::add_control_commands(app, config, run);
   tw::cli::add_mount_command(app, config, run);
   tw::cli::add_help_commands(app, config, run);  // last: it hides the keys and adds examples

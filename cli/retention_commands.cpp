@@ -152,13 +152,6 @@ std::string collect_text(const ar::CollectReport& r) {
       r.catalog_bytes_reclaimed, static_cast<double>(r.finished_ns - r.started_ns) / 1e9);
 }
 
-// The configuration's archive, opened to be changed: it must exist (a read-only open says
-// what is wrong), and a format-1 archive is refused by the writable open, which says why.
-ar::Expected<ar::Store> open_changing(const Config& config) {
-  TRY(open_store(config));
-  return ar::Store::open(config.backup_root, ar::Store::Mode::ReadWrite);
-}
-
 // The PATH argument and the archive opened to change it; a failure is printed (exit 2).
 struct Target {
   std::string path;

@@ -276,6 +276,35 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
   return doc;
 }
 
+// Seconds from `at_ns` to when the archive was read, plus `age`.
+double age_of(const ArchiveStatus& archive, std::int64_t at_ns, double age) {
+  return static_cast<double>(archive.read_ns - at_ns) / 1e9 + age;
+}
+
+// The pack store's line: what it does not hold yet.
+std::string shipping_text(const ArchiveStatus& archive, double age, const Paint& paint) {
+  if (!archive.shipping_error.empty()) {
+    return paint.yellow(fmt::format("{}cannot be read: {}",
+                                    archive.store.empty() ? "" : "to " + archive.store + ": ",
+                                    shown_text(archive.shipping_error, 300)));
+  }
+  const auto& b = *archive.shipping;
+  std::string out = fmt::format("to {}: ", shown_text(archive.store, 300));
+  if (b.packs > 0) {
+    out += paint.yellow(
+        fmt::format("{} ({}) not shipped yet, the oldest begun {} ago; ",
+                    plural(static_cast<std::int64_t>(b.packs), "pack"), bytes_text(b.bytes),
+                    duration(age_of(archive, b.oldest_ns.value_or(archive.read_ns), age))));
+  }
+  out += fmt::format("{} ({}) shipped", plural(static_cast<std::int64_t>(b.shipped_packs), "pack"),
+                     bytes_text(b.shipped_bytes));
+  if (b.last_shipped_ns) {
+    out += fmt::format(", the last {} ago", duration(age_of(archive, *b.last_shipped_ns, age)));
+  }
+  if (b.removals > 0) out += fmt::format("; {} to remove from it", b.removals);
+  return out;
+}
+
 std::string archive_text(const ArchiveStatus& archive, double age, const ViewOptions& options) {
   const Paint paint{options.color};
   std::string out = "\n";
@@ -323,6 +352,9 @@ std::string archive_text(const ArchiveStatus& archive, double age, const ViewOpt
   } else {
     line(out, "last gc", "none yet");
   }
+  if (archive.shipping || !archive.shipping_error.empty()) {
+    line(out, "shipping", shipping_text(archive, age, paint));
+  }
   if (age >= 1) {
     out += fmt::format("  (read {} ago, in {}; a watch reads the archive once a minute)\n",
                        duration(age), duration(archive.read_seconds));
@@ -367,6 +399,23 @@ Json archive_json(const ArchiveStatus& archive, double age) {
     last["age_seconds"] = archive.collection_age + age;
   }
   doc["last_collection"] = std::move(last);
+  Json shipping = nullptr;
+  if (!archive.shipping_error.empty()) {
+    shipping = {{"store", archive.store}, {"error", archive.shipping_error}};
+  } else if (const auto& b = archive.shipping) {
+    auto age_or_null = [&](const std::optional<std::int64_t>& at) {
+      return at ? Json(age_of(archive, *at, age)) : Json(nullptr);
+    };
+    shipping = {{"store", archive.store},
+                {"packs_pending", b->packs},
+                {"bytes_pending", b->bytes},
+                {"oldest_pending_age_seconds", age_or_null(b->oldest_ns)},
+                {"removals_pending", b->removals},
+                {"packs_shipped", b->shipped_packs},
+                {"bytes_shipped", b->shipped_bytes},
+                {"last_shipped_age_seconds", age_or_null(b->last_shipped_ns)}};
+  }
+  doc["shipping"] = std::move(shipping);
   return doc;
 }
 

@@ -69,6 +69,17 @@ struct Config {
   std::vector<std::string> retention_folder;  // "FOLDER: keep_daily=7 ..." (folder_policy.hpp)
   double retention_interval = 3600.0;  // seconds between the monitor's forget runs (0: never)
 
+  // The pack store (ARCHITECTURE.md, "Object store"): an S3-compatible bucket the archive's
+  // sealed packs are shipped to; no endpoint: none.
+  std::string store_endpoint;
+  std::string store_bucket;
+  std::string store_prefix;  // empty: this host's name
+  std::string store_region = "us-east-1";
+  std::string store_access_key;
+  std::string store_secret_key;
+  std::string store_credentials_file;  // the keys, in the AWS credentials file's form
+  double ship_interval = 300.0;        // seconds between the monitor's shipping runs (0: never)
+
   std::string log_level = "info";
   std::string log_file;
 
@@ -132,6 +143,7 @@ struct ConfigKey {
   std::string_view unit = {};        // of a number, in the README: "s", "bytes"
   std::string_view more = {};        // README only: what --help has no room for
   std::string_view extra_flag = {};  // one more flag name: "--source"
+  bool secret = false;               // never shown: `timewarp config` says only that it is set
 };
 
 // Every key, in the order --help lists them.

@@ -6,19 +6,13 @@
 #include <fmt/format.h>
 
 #include "common/paths.hpp"
+#include "common/text.hpp"
 
 namespace tw {
 namespace {
 
 constexpr double kMaxWithin = 3650 * 86400.0;  // the keep_within key's own limit
 constexpr int kMaxCount = 1000000;             // the keep_* counts' own limit
-
-std::string_view trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  const auto last = text.find_last_not_of(" \t");
-  return text.substr(first, last - first + 1);
-}
 
 Result<double> seconds(std::string_view value) {
   double number = 0;

@@ -12,4 +12,11 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
   }
 }
 
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t");
+  return text.substr(first, last - first + 1);
+}
+
 }  // namespace tw

@@ -14,6 +14,9 @@ namespace tw {
 // included ("a\t\tb" -> "a", "", "b"; "" -> one empty piece).
 std::vector<std::string_view> split(std::string_view text, char separator);
 
+// `text` without the spaces and tabs at its ends.
+std::string_view trim(std::string_view text);
+
 // `text` as a number in `base` when it is one and nothing else: no sign for unsigned
 // types, no '+', no space, no empty text, nothing out of the type's range.
 template <class Int>

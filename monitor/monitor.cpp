@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <csignal>
@@ -55,6 +56,16 @@ sigset_t handled_signals() {
   sigaddset(&set, SIGHUP);
   return set;
 }
+
+// The keys a SIGHUP applies without a restart.
+// clang-format off
+const std::set<std::string_view> kReloadedKeys = {
+    "archivers", "event_delay", "log_level",
+    "keep_within", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly",
+    "retention_timezone", "retention_folder", "retention_interval",
+    "store_endpoint", "store_bucket", "store_prefix", "store_region", "store_access_key",
+    "store_secret_key", "store_credentials_file", "ship_interval"};
+// clang-format on
 
 // The keys of the configuration whose values differ between `a` and `b`, but `skip`.
 std::vector<std::string> changed_keys(const Config& a, const Config& b,
@@ -117,7 +128,8 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
                  const std::uint64_t one = 1;
                  [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
                }),
-      retention_(launcher_, config_.timewarp_exe) {
+      retention_(launcher_, config_.timewarp_exe),
+      shipping_(launcher_, config_.timewarp_exe) {
   const sigset_t set = handled_signals();
   signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_) throw std::runtime_error(fmt::format("signalfd: {}", std::strerror(errno)));
@@ -322,11 +334,7 @@ void Monitor::reload() {
     spdlog::error("SIGHUP: the configuration is not valid; keeping the one in force");
     return;
   }
-  const auto restart_needed =
-      changed_keys(config_, *fresh,
-                   {"archivers", "event_delay", "log_level", "keep_within", "keep_hourly",
-                    "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly",
-                    "retention_timezone", "retention_folder", "retention_interval"});
+  const auto restart_needed = changed_keys(config_, *fresh, kReloadedKeys);
   if (!restart_needed.empty()) {
     spdlog::warn("SIGHUP: {} changed; this takes a restart of timewarp-monitor",
                  fmt::join(restart_needed, ", "));
@@ -342,6 +350,7 @@ void Monitor::reload() {
     spdlog::info("SIGHUP: event delay {} s", config_.event_delay);
   }
   reload_retention(*fresh);
+  reload_shipping(*fresh);
   control_applied_at_ = epoch_seconds();
   set_archivers(fresh->archivers, "SIGHUP");
 }
@@ -357,6 +366,19 @@ void Monitor::reload_retention(const Config& fresh) {
   retention_.reschedule();
   spdlog::info("SIGHUP: retention policy and schedule updated (a run every {:g} s)",
                config_.retention_interval);
+}
+
+// The store and the schedule of the next shipping run take effect at once.
+void Monitor::reload_shipping(const Config& fresh) {
+  const auto shipping = [](auto& c) {
+    return std::tie(c.store_endpoint, c.store_bucket, c.store_prefix, c.store_region,
+                    c.store_access_key, c.store_secret_key, c.store_credentials_file,
+                    c.ship_interval);
+  };
+  if (shipping(config_) == shipping(fresh)) return;
+  shipping(config_) = shipping(fresh);
+  shipping_.reschedule();
+  spdlog::info("SIGHUP: pack store and shipping schedule updated");
 }
 
 void Monitor::start_scheduler() {
@@ -420,6 +442,7 @@ std::optional<Monitor::Clock::time_point> Monitor::next_wakeup() const {
   consider(batcher_.due());
   consider(next_heartbeat_);
   consider(retention_.due(config_));
+  consider(shipping_.due(config_));
   return next;
 }
 
@@ -465,6 +488,7 @@ void Monitor::handle_notifications() {
 // Stops watching, queues what was gathered, then stops the scheduler.
 void Monitor::shut_down() {
   retention_.stop();
+  shipping_.stop();
   watcher_->stop();
   queue_changes();
   if (const auto left = batcher_.size(); left > 0) {
@@ -486,8 +510,13 @@ int Monitor::run() {
     if (session_.connected()) fds.push_back({session_.socket(), POLLIN, 0});  // notifications
     const std::size_t sched_index = fds.size();
     if (scheduler_) fds.push_back({scheduler_->stdout_fd(), POLLIN, 0});
-    const std::size_t retention_index = fds.size();
-    if (retention_.output_fd() >= 0) fds.push_back({retention_.output_fd(), POLLIN, 0});
+    std::array<BackgroundRuns*, 2> runs = {&retention_, &shipping_};
+    std::array<std::optional<std::size_t>, 2> run_index{};  // in fds, when it runs
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i]->output_fd() < 0) continue;
+      run_index[i] = fds.size();
+      fds.push_back({runs[i]->output_fd(), POLLIN, 0});
+    }
 
     int timeout_ms = -1;
     if (const auto wake = next_wakeup()) {
@@ -495,7 +524,7 @@ int Monitor::run() {
           std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count(), 0, 3600000));
     }
     if ((scheduler_ && scheduler_->has_buffered_line()) || notes_unread_ ||
-        retention_.has_buffered_line()) {
+        retention_.has_buffered_line() || shipping_.has_buffered_line()) {
       timeout_ms = 0;
     }
     const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
@@ -514,10 +543,11 @@ int Monitor::run() {
          scheduler_->has_buffered_line())) {
       on_scheduler_output();
     }
-    if ((retention_index < fds.size() &&
-         (fds[retention_index].revents & (POLLIN | POLLHUP | POLLERR))) ||
-        retention_.has_buffered_line()) {
-      retention_.on_output();
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if ((run_index[i] && (fds[*run_index[i]].revents & (POLLIN | POLLHUP | POLLERR))) ||
+          runs[i]->has_buffered_line()) {
+        runs[i]->on_output();
+      }
     }
     if (const auto status = on_wakeup()) return *status;
   }
@@ -539,6 +569,7 @@ std::optional<int> Monitor::on_signals() {
 
 std::optional<int> Monitor::on_wakeup() {
   retention_.tick(config_);
+  shipping_.tick(config_);
   const auto now = Clock::now();
   if (!session_.connected() && session_.wait() == std::chrono::milliseconds(0)) {
     ensure_database();

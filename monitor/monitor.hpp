@@ -10,6 +10,8 @@
 //     `archivers` on as ARCHIVERS n, as does `timewarp archivers N` (timewarp.control).
 //   - Every retention_interval seconds a retention run (`timewarp forget`, then its
 //     collection) goes at low priority beside the archiving (retention_runs.hpp).
+//   - With a pack store configured, every ship_interval seconds a shipping run (`timewarp
+//     ship`) copies the sealed packs there, at low priority (ship_runs.hpp).
 //   - A row in timewarp.monitors shows the monitor, its watches and its catch-up.
 // run() is driven by one thread; the watcher has its own.
 #pragma once
@@ -30,6 +32,7 @@
 #include "monitor/event_source.hpp"
 #include "monitor/handshake.hpp"
 #include "monitor/retention_runs.hpp"
+#include "monitor/ship_runs.hpp"
 #include "monitor/watcher.hpp"
 
 namespace tw::monitor {
@@ -79,6 +82,7 @@ class Monitor {
   void set_archivers(int archivers, const std::string& why);
   void reload();
   void reload_retention(const Config& fresh);
+  void reload_shipping(const Config& fresh);
   void shut_down();
   std::optional<Clock::time_point> next_wakeup() const;
 
@@ -96,6 +100,7 @@ class Monitor {
   std::unique_ptr<Watcher> watcher_;
   std::unique_ptr<ChildProcess> scheduler_;
   RetentionRuns retention_;
+  ShipRuns shipping_;
   Handshake handshake_;
   std::optional<Clock::time_point> retry_due_;   // earliest delayed item
   std::optional<Clock::time_point> restart_at_;  // scheduler restart after a crash

@@ -57,6 +57,16 @@ struct MovedBlob {
   BlobRef to;
 };
 
+// A pack row and what the pack store holds of it (catalog_ship.cpp): nothing, a copy begun
+// and not confirmed (`begun`), or a copy of `size` bytes.
+struct PackShipping {
+  std::int64_t id = 0;
+  std::string name;
+  bool begun = false;
+  std::optional<std::uint64_t> size;
+  std::int64_t at_ns = 0;  // when shipped (or begun)
+};
+
 // A part of the tree that no path reaches (FORMAT.md, "Verify"), and how much of the
 // archive it holds.
 struct LostPart {
@@ -192,6 +202,19 @@ class Catalog {
   Expected<std::uint64_t> vacuum();
   Done finish_collection(const CollectReport& report);
   Expected<std::optional<CollectReport>> last_collection() const;
+
+  // --- Shipping (catalog_ship.cpp; ARCHITECTURE.md, "Object store"). A catalog read
+  // before a writer upgraded it to schema 6 has shipped nothing.
+  // Every pack row, with what the store holds of it, from one snapshot.
+  Expected<std::vector<PackShipping>> packs_shipping() const;
+  // Records that pack `pack` is being copied (its copy not yet confirmed): false when no
+  // row names it any more (collected), and then nothing is to be copied.
+  Expected<bool> begin_shipping(std::int64_t pack, std::int64_t now_ns);
+  // Records that the store holds pack `pack` as `size` bytes.
+  Done record_shipped(std::int64_t pack, std::uint64_t size, std::int64_t now_ns);
+  // The packs dropped here that may be in the store, to remove from it; and one removed.
+  Expected<std::vector<std::string>> unshipped() const;
+  Done forget_unshipped(const std::string& name);
 
   // --- Space (catalog_space.cpp). The blobs and those versions name, from one snapshot;
   // the versions `left_out` names counted as gone: the blobs only they name are `freed`.

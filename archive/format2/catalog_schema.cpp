@@ -116,7 +116,28 @@ CREATE TABLE retention_folders(
   instants BLOB NOT NULL) WITHOUT ROWID;
 PRAGMA user_version = 5;
 )sql";
-static_assert(kCatalogSchema == 5, "kUpgrade4 names the version");
+
+// Version 6 is version 5 with shipping (ARCHITECTURE.md, "Object store"): `shipped` has a
+// row per pack copied to the pack store, its size then and when (size NULL: a copy begun
+// and not yet confirmed, which may be in the store); `unshipped` names the packs dropped
+// here that may be in the store, to remove from it. The trigger makes every drop of a
+// pack row that may be in the store a removal to do, in the drop's own transaction.
+constexpr const char* kUpgrade5 = R"sql(
+CREATE TABLE shipped(
+  pack INTEGER PRIMARY KEY,
+  size INTEGER,
+  at_ns INTEGER NOT NULL);
+CREATE TABLE unshipped(
+  name TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TRIGGER pack_dropped AFTER DELETE ON packs
+  WHEN EXISTS (SELECT 1 FROM shipped WHERE pack = old.id)
+BEGIN
+  INSERT OR IGNORE INTO unshipped(name) VALUES (old.name);
+  DELETE FROM shipped WHERE pack = old.id;
+END;
+PRAGMA user_version = 6;
+)sql";
+static_assert(kCatalogSchema == 6, "kUpgrade5 names the version");
 
 // Version 2 (the second release of format 2) is version 3 without `versions.read_after`. It
 // is read as it is, and upgraded in place by the first writer: the column is added, NULL in
@@ -173,11 +194,14 @@ Done exec_all(sqlite::Database& db, std::initializer_list<const char*> sql) {
   return Ok{};
 }
 
-// Schema 4, 3 and 2 to 5, inside the opening writer's transaction.
-Done upgrade_from_4(sqlite::Database& db) { return exec_all(db, {kUpgrade4}); }
-Done upgrade_from_3(sqlite::Database& db) { return exec_all(db, {kUpgrade3, kUpgrade4}); }
+// Schema 5, 4, 3 and 2 to 6, inside the opening writer's transaction.
+Done upgrade_from_5(sqlite::Database& db) { return exec_all(db, {kUpgrade5}); }
+Done upgrade_from_4(sqlite::Database& db) { return exec_all(db, {kUpgrade4, kUpgrade5}); }
+Done upgrade_from_3(sqlite::Database& db) {
+  return exec_all(db, {kUpgrade3, kUpgrade4, kUpgrade5});
+}
 Done upgrade_from_2(sqlite::Database& db) {
-  return exec_all(db, {kUpgrade2, kSetVersion3, kUpgrade3, kUpgrade4});
+  return exec_all(db, {kUpgrade2, kSetVersion3, kUpgrade3, kUpgrade4, kUpgrade5});
 }
 
 // Schema 1's tree rows (id, parent, whole path) copied into schema 2's nodes (id, parent,
@@ -203,7 +227,7 @@ Done copy_tree_from_1(sqlite::Database& db) {
   return Ok{};
 }
 
-// Schema 1 to 5, inside the opening writer's transaction: node ids are kept, so versions
+// Schema 1 to 6, inside the opening writer's transaction: node ids are kept, so versions
 // stay as they are; a node's name is the last component of its old path. Foreign keys are
 // checked once the tables are swapped.
 Done upgrade_from_1(sqlite::Database& db) {
@@ -232,8 +256,9 @@ Done create_or_upgrade(sqlite::Database& db) {
   if (version > kCatalogSchema) return too_new(db, version);
   if (version == 0) {
     return exec_all(db, {kNodesTable, kVersionsTable, kPacksAndBlobsTables, kSetVersion3, kUpgrade3,
-                         kUpgrade4});
+                         kUpgrade4, kUpgrade5});
   }
+  if (version == 5) return upgrade_from_5(db);
   if (version == 4) return upgrade_from_4(db);
   if (version == 3) return upgrade_from_3(db);
   if (version == 2) return upgrade_from_2(db);

@@ -1,6 +1,6 @@
 // The schema of format 2's catalog (catalog.hpp; FORMAT.md, "Format 2"): its tables as this
-// release writes them (PRAGMA user_version 4), made by the first writer of a new archive,
-// and the upgrades of the schemas earlier releases wrote (1, 2 and 3), made in place by the
+// release writes them (PRAGMA user_version 6), made by the first writer of a new archive,
+// and the upgrades of the schemas earlier releases wrote (1 to 5), made in place by the
 // first writer that opens one. A reader reads any of them as it is. Internal to the archive
 // library.
 #pragma once
@@ -11,7 +11,7 @@
 namespace tw::archive {
 
 // The schema version this release writes, and the newest it reads.
-inline constexpr int kCatalogSchema = 5;
+inline constexpr int kCatalogSchema = 6;
 
 // Creates the schema in a writable catalog that has none yet, or upgrades an older one, in
 // one transaction: a reader sees all of it or none. Refuses a schema newer than

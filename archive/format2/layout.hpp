@@ -93,6 +93,9 @@ class Format2Layout final : public WritableLayout {
   Done set_pin(std::string_view path, std::uint64_t number, bool pinned) override;
   Expected<PurgeReport> purge(std::string_view path, bool dry_run) override;
   Expected<CollectReport> collect(const CollectOptions& options) override;
+  // Shipping (shipping.cpp).
+  Done ship(PackStore& store, ShipReport& report) override;
+  Expected<ShipBacklog> ship_backlog() override;
   // The packs and the catalog on disk, and the catalog's blob figures (layout.cpp).
   Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) override;
 
@@ -150,6 +153,8 @@ class Format2Layout final : public WritableLayout {
   // holds it, flushes the open group, then waits until `claim_deadline_` at most; past it
   // the blob is stored without the slot (a copy, never a loss). True when it waited.
   Expected<bool> claim_blob(const std::string& id);
+  // Copies pack `pack` to `store` when it is sealed and the store does not hold it whole.
+  Done ship_pack(PackStore& store, const PackShipping& pack, ShipReport& report);
 
   // --- constant after construction
   std::string root_;

@@ -40,22 +40,6 @@ std::uint64_t get_le(const char* in, int width) {
   return value;
 }
 
-// Reads exactly `size` bytes at `offset`; the count read when the file ends
-// first, or -errno.
-long pread_full(int fd, char* out, std::size_t size, std::uint64_t offset) {
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return static_cast<long>(done);
-}
-
 std::string new_pack_name() {
   static thread_local std::mt19937_64 random{std::random_device{}()};
   return fmt::format("{:016x}{:016x}", random(), random());
@@ -329,6 +313,20 @@ Expected<std::uint64_t> scan_pack(int pack_fd,
     at += header_size + header->stored;
   }
   return at;
+}
+
+long pread_full(int fd, char* out, std::size_t size, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<long>(done);
 }
 
 bool try_lock_pack(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }

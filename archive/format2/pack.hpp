@@ -162,6 +162,10 @@ class PackWriter {
 // deletes, rewrites or cuts back a pack, and leaves alone a pack it cannot take.
 bool try_lock_pack(int fd);
 
+// Reads exactly `size` bytes at `offset`: the count read (fewer when the file ends first),
+// or -errno.
+long pread_full(int fd, char* out, std::size_t size, std::uint64_t offset);
+
 // A blob's record as stored (read by a collection to copy it into another pack): its
 // stored bytes and whether they are a zstd frame, after the content was checked as
 // read_blob does.

@@ -16,6 +16,7 @@ namespace {
 
 using nlohmann::json;
 using test::cli_json;
+using test::noise;
 using test::run_cli;
 using test::sql;
 
@@ -268,14 +269,6 @@ TEST(StatusCommand, DatabaseWithoutTheSchemaSaysWhatToDo) {
       << out;
 }
 
-// Content that does not compress: stored as it is, its stored bytes are its size.
-std::string noise(std::size_t size, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(size, '\0');
-  for (auto& c : out) c = static_cast<char>(rng());
-  return out;
-}
-
 // An archive at `root` whose versions were archived ten and nine days ago: a's first
 // version holds content b's only version holds too, c's first content is its own.
 void archive_days_ago(const test::TempDir& dir, const std::string& root, std::size_t size) {
@@ -369,6 +362,60 @@ TEST(StatusCommand, ArchiveSectionShowsWhatRetentionWouldReclaim) {
   ASSERT_EQ(run_cli(db, args, &out), 0) << out;
   EXPECT_NE(out.find("last gc     #2 "), std::string::npos) << out;
   EXPECT_NE(out.find(" given back, 1 blob removed\n"), std::string::npos) << out;
+}
+
+// With a pack store configured, the archive's section says what the store does not hold
+// yet, read from the archive alone: a store that does not answer changes nothing there,
+// and `ship` against it fails with one line naming it, the keys never shown.
+TEST(StatusCommand, ArchiveSectionShowsWhatIsNotShippedYet) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  test::TempDir dir;
+  const std::string root = (dir / "archive").string();
+  archive_days_ago(dir, root, 50'000);
+  const std::string secret = "s3cr3t-key-never-shown";
+  const std::vector<std::string> keys = {
+      "--backup-root=" + root,          "--store-endpoint=http://127.0.0.1:9",
+      "--store-bucket=archive",         "--store-prefix=host-a",
+      "--store-access-key=AKIAEXAMPLE", "--store-secret-key=" + secret};
+  std::vector<std::string> args = keys;
+  args.insert(args.end(), {"status", "--json"});
+  const json doc = cli_json(db, args);
+  const json& shipping = doc.at("archive").at("shipping");
+  ASSERT_TRUE(shipping.is_object()) << doc.dump(2);
+  EXPECT_EQ(shipping.at("store"), "http://127.0.0.1:9/archive/host-a");
+  EXPECT_EQ(shipping.at("packs_pending"), 1);
+  EXPECT_GT(shipping.at("bytes_pending").get<std::uint64_t>(), 200'000u);
+  EXPECT_GE(shipping.at("oldest_pending_age_seconds").get<double>(), 0.0);
+  EXPECT_EQ(shipping.at("packs_shipped"), 0);
+  EXPECT_TRUE(shipping.at("last_shipped_age_seconds").is_null());
+  EXPECT_TRUE(cli_json(db, {"--backup-root=" + root, "status", "--json"})
+                  .at("archive")
+                  .at("shipping")
+                  .is_null())
+      << "no store configured";
+  std::string out;
+  args = keys;
+  args.emplace_back("status");
+  ASSERT_EQ(run_cli(db, args, &out), 0) << out;
+  EXPECT_NE(out.find("shipping    to http://127.0.0.1:9/archive/host-a: 1 pack ("),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" not shipped yet, the oldest begun "), std::string::npos) << out;
+  // Its stderr with its stdout: `sh -c 'exec "$0" "$@" 2>&1' timewarp ARGS...`.
+  args = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", test::cli_exe(),
+          "--database=" + db.conninfo()};
+  args.insert(args.end(), keys.begin(), keys.end());
+  args.emplace_back("ship");
+  EXPECT_EQ(test::run_command(args, &out), 1) << out;
+  EXPECT_NE(out.find("timewarp ship: "), std::string::npos) << out;
+  EXPECT_NE(out.find("127.0.0.1:9"), std::string::npos) << out;
+  EXPECT_EQ(out.find(secret), std::string::npos) << out;
+  args = keys;
+  args.emplace_back("config");
+  ASSERT_EQ(run_cli(db, args, &out), 0) << out;
+  EXPECT_EQ(out.find(secret), std::string::npos) << out;
+  EXPECT_NE(out.find("(set, not shown)"), std::string::npos) << out;
 }
 
 TEST(StatusCommand, AnArchiveThatCannotBeReadIsOneLineAndStatusGoesOn) {

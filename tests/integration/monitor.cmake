@@ -20,3 +20,9 @@ tw_add_test(retried_requests_tests EXECUTABLES
 target_compile_definitions(retried_requests_tests PRIVATE
   TW_FAULT_ARCHIVER_EXE="$<TARGET_FILE:timewarp-fault-archiver>")
 add_dependencies(retried_requests_tests timewarp-fault-archiver)
+
+# The monitor's shipping runs, against the S3 gateway scripts/test starts.
+tw_add_test(monitor_ship_tests EXECUTABLES
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/monitor_ship_test.cpp
+  LIBS timewarp_common timewarp_db timewarp_test_gateway
+  LABELS integration objstore)

@@ -15,41 +15,13 @@
 
 #include <fmt/format.h>
 
+#include "objstore/gateway.hpp"
+#include "support/test_support.hpp"
+
 namespace tw::objstore {
 namespace {
 
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
-bool store_configured() { return !env("TW_S3_ENDPOINT").empty(); }
-
-#define TW_REQUIRE_STORE()                                                                   \
-  do {                                                                                       \
-    if (!store_configured()) GTEST_SKIP() << "TW_S3_ENDPOINT is not set (run scripts/test)"; \
-  } while (0)
-
-BucketConfig gateway(const std::string& bucket) {
-  BucketConfig config;
-  config.endpoint = env("TW_S3_ENDPOINT");
-  config.bucket = bucket;
-  if (!env("TW_S3_REGION").empty()) config.region = env("TW_S3_REGION");
-  config.access_key = env("TW_S3_ACCESS_KEY");
-  config.secret_key = env("TW_S3_SECRET_KEY");
-  return config;
-}
-
-// A bucket of the test's own, made on the gateway.
-Bucket fresh_bucket() {
-  static std::atomic<int> counter{0};
-  const std::string name = fmt::format("tw-test-{}-{}", ::getpid(), ++counter);
-  auto bucket = Bucket::open(gateway(name));
-  EXPECT_TRUE(bucket) << (bucket ? "" : bucket.error());
-  auto made = bucket->create();
-  EXPECT_TRUE(made) << (made ? "" : made.failure().message);
-  return std::move(bucket.value());
-}
+using test::noise;
 
 // A configuration for tests that make no request, or one that cannot be answered.
 BucketConfig offline(const std::string& endpoint) {
@@ -61,17 +33,10 @@ BucketConfig offline(const std::string& endpoint) {
   return config;
 }
 
-std::string random_bytes(std::size_t size, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::string out(size, '\0');
-  for (auto& c : out) c = static_cast<char>(gen());
-  return out;
-}
-
 TEST(Bucket, StoresReadsRangesListsAndRemovesObjects) {
   TW_REQUIRE_STORE();
   Bucket bucket = fresh_bucket();
-  const std::string big = random_bytes(3 << 20, 1);  // above curl's 1 MiB Expect threshold
+  const std::string big = noise(3 << 20, 1);  // above curl's 1 MiB Expect threshold
   const std::string small = "hello, store";
   ASSERT_TRUE(bucket.put("packs/00/big", big));
   ASSERT_TRUE(bucket.put("packs/01/small", small));

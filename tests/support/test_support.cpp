@@ -114,6 +114,13 @@ std::string read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
+std::string noise(std::size_t size, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(size, '\0');
+  for (auto& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
 int run_command(const std::vector<std::string>& argv, std::string* output,
                 const std::vector<std::pair<std::string, std::string>>& env) {
   int pipe_fds[2];

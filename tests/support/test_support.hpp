@@ -66,6 +66,10 @@ std::string hooked_scheduler_exe();
 void write_file(const std::filesystem::path& path, const std::string& content);
 std::string read_file(const std::filesystem::path& path);
 
+// `size` bytes from a generator seeded with `seed`: content that does not compress (stored
+// as it is, so its stored bytes are its size).
+std::string noise(std::size_t size, std::uint64_t seed);
+
 // Runs a command, capturing its stdout (stderr passes through); returns the exit code.
 int run_command(const std::vector<std::string>& argv, std::string* output = nullptr,
                 const std::vector<std::pair<std::string, std::string>>& env = {});

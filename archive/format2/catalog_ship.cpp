@@ -1,0 +1,99 @@
+// Shipping in format 2's catalog (catalog.hpp; ARCHITECTURE.md, "Object store"): which packs
+// the pack store holds, and which it may hold that were dropped here.
+#include <sqlite3.h>
+
+#include "archive/format2/catalog.hpp"
+#include "archive/format2/catalog_impl.hpp"
+
+namespace tw::archive {
+
+Expected<std::vector<PackShipping>> Catalog::packs_shipping() const {
+  return impl_->read([&]() -> Expected<std::vector<PackShipping>> {
+    std::vector<PackShipping> out;
+    if (impl_->schema < 6) {  // read before a writer upgraded it: nothing shipped
+      TRY_ASSIGN(auto s, impl_->statement("SELECT id, name FROM packs ORDER BY id"));
+      int rc;
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        PackShipping pack;
+        pack.id = sqlite3_column_int64(s, 0);
+        pack.name = sqlite::column_bytes(s, 1);
+        out.push_back(std::move(pack));
+      }
+      if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("listing the packs")});
+      return out;
+    }
+    TRY_ASSIGN(auto s, impl_->statement(
+                           "SELECT p.id, p.name, s.pack IS NOT NULL, s.size, coalesce(s.at_ns, 0) "
+                           "FROM packs p LEFT JOIN shipped s ON s.pack = p.id ORDER BY p.id"));
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      PackShipping pack;
+      pack.id = sqlite3_column_int64(s, 0);
+      pack.name = sqlite::column_bytes(s, 1);
+      pack.begun = sqlite3_column_int(s, 2) != 0;
+      if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
+        pack.size = static_cast<std::uint64_t>(sqlite3_column_int64(s, 3));
+      }
+      pack.at_ns = sqlite3_column_int64(s, 4);
+      out.push_back(std::move(pack));
+    }
+    if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("listing the shipped packs")});
+    return out;
+  });
+}
+
+Expected<bool> Catalog::begin_shipping(std::int64_t pack, std::int64_t now_ns) {
+  return impl_->in_transaction([&]() -> Expected<bool> {
+    TRY_ASSIGN(
+        auto s,
+        impl_->statement("INSERT INTO shipped(pack, size, at_ns) SELECT id, NULL, ?2 FROM packs "
+                         "WHERE id = ?1 ON CONFLICT(pack) DO UPDATE SET size = NULL, at_ns = ?2"));
+    sqlite3_bind_int64(s, 1, pack);
+    sqlite3_bind_int64(s, 2, now_ns);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      return archive_fault(Error{impl_->failure("recording a pack's shipping")});
+    }
+    return sqlite3_changes(impl_->db.handle()) > 0;
+  });
+}
+
+Done Catalog::record_shipped(std::int64_t pack, std::uint64_t size, std::int64_t now_ns) {
+  return impl_->in_transaction([&]() -> Done {
+    TRY_ASSIGN(auto s,
+               impl_->statement("UPDATE shipped SET size = ?2, at_ns = ?3 WHERE pack = ?1"));
+    sqlite3_bind_int64(s, 1, pack);
+    sqlite3_bind_int64(s, 2, static_cast<std::int64_t>(size));
+    sqlite3_bind_int64(s, 3, now_ns);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      return archive_fault(Error{impl_->failure("recording a shipped pack")});
+    }
+    return Ok{};
+  });
+}
+
+Expected<std::vector<std::string>> Catalog::unshipped() const {
+  return impl_->read([&]() -> Expected<std::vector<std::string>> {
+    std::vector<std::string> out;
+    if (impl_->schema < 6) return out;
+    TRY_ASSIGN(auto s, impl_->statement("SELECT name FROM unshipped ORDER BY name"));
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(sqlite::column_bytes(s, 0));
+    if (rc != SQLITE_DONE) {
+      return archive_fault(Error{impl_->failure("listing the packs to remove from the store")});
+    }
+    return out;
+  });
+}
+
+Done Catalog::forget_unshipped(const std::string& name) {
+  return impl_->in_transaction([&]() -> Done {
+    TRY_ASSIGN(auto s, impl_->statement("DELETE FROM unshipped WHERE name = ?1"));
+    sqlite::bind_text(s, 1, name);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      return archive_fault(Error{impl_->failure("forgetting a pack removed from the store")});
+    }
+    return Ok{};
+  });
+}
+
+}  // namespace tw::archive

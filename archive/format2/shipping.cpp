@@ -1,0 +1,142 @@
+// Format 2's packs shipped to a pack store (layout.hpp; ARCHITECTURE.md, "Object store").
+// A pack is sealed once no writer holds its lock (FORMAT.md, "Collection": a writer holds it
+// from the pack's creation until every blob it appended is committed); a pack's committed
+// records never change. Shipping takes the same lock, without waiting, so that no
+// collection deletes, rewrites or cuts back a pack while it is copied; of a pack a writer
+// still appends to, the committed records are shipped, and the pack again once it grew.
+// The copy is recorded as begun (durably) before the store sees it: a pack dropped
+// afterwards, whatever happened to the copy, is removed from the store too (the catalog's
+// trigger).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "archive/format2/layout.hpp"
+#include "archive/format2/pack.hpp"
+#include "common/escape.hpp"
+#include "common/time.hpp"
+
+namespace tw::archive {
+namespace {
+
+struct PackFile {
+  std::uint64_t size = 0;
+  std::int64_t born_ns = 0;  // its birth where the filesystem keeps it, else its mtime
+};
+
+// The size and birth of pack file `file`; nullopt when it is gone (being collected).
+Expected<std::optional<PackFile>> look_at_pack(const std::string& file) {
+  struct statx st {};
+  if (::statx(AT_FDCWD, file.c_str(), AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_BTIME | STATX_MTIME,
+              &st) != 0) {
+    if (errno == ENOENT) return std::optional<PackFile>();
+    return errno_fault(errno, Side::Archive, fmt::format("looking at {}", shown_path(file)));
+  }
+  const statx_timestamp at = (st.stx_mask & STATX_BTIME) != 0 ? st.stx_btime : st.stx_mtime;
+  return std::optional<PackFile>(
+      PackFile{st.stx_size, at.tv_sec * 1'000'000'000LL + static_cast<std::int64_t>(at.tv_nsec)});
+}
+
+bool holds_whole(const PackShipping& pack, std::uint64_t size) {
+  return pack.size && *pack.size == size;
+}
+
+}  // namespace
+
+Expected<ShipBacklog> Format2Layout::ship_backlog() {
+  ShipBacklog out;
+  TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
+  out.removals = removals.size();
+  TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
+  for (const PackShipping& pack : packs) {
+    TRY_ASSIGN(const std::optional<PackFile> file,
+               look_at_pack(pack_file(root_ + "/packs", pack.name)));
+    if (!file) continue;
+    if (holds_whole(pack, file->size)) {
+      ++out.shipped_packs;
+      out.shipped_bytes += file->size;
+      out.last_shipped_ns = std::max(out.last_shipped_ns.value_or(pack.at_ns), pack.at_ns);
+      continue;
+    }
+    ++out.packs;
+    out.bytes += file->size;
+    out.oldest_ns = std::min(out.oldest_ns.value_or(file->born_ns), file->born_ns);
+  }
+  return out;
+}
+
+Done Format2Layout::ship(PackStore& store, ShipReport& report) {
+  TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
+  for (const std::string& name : removals) {
+    disk_.step("ship-remove");
+    if (auto removed = store.remove(name); !removed) {
+      return in_context(fmt::format("removing pack {} from {}", name, store.where()),
+                        removed.fault());
+    }
+    TRY(catalog_->forget_unshipped(name));
+    ++report.packs_removed;
+  }
+  TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
+  for (const PackShipping& pack : packs) TRY(ship_pack(store, pack, report));
+  return Ok{};
+}
+
+Done Format2Layout::ship_pack(PackStore& store, const PackShipping& pack, ShipReport& report) {
+  const std::string file = pack_file(root_ + "/packs", pack.name);
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    if (errno == ENOENT) return Ok{};  // collected
+    return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown_path(file)));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
+  }
+  if (holds_whole(pack, static_cast<std::uint64_t>(st.st_size))) return Ok{};
+  std::uint64_t size = 0;
+  if (try_lock_pack(fd.get())) {
+    // Looked at again under the lock: a collection may have cut it back or deleted it.
+    if (::fstat(fd.get(), &st) != 0) {
+      return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
+    }
+    size = static_cast<std::uint64_t>(st.st_size);
+    if (st.st_nlink == 0 || holds_whole(pack, size)) return Ok{};
+  } else {
+    // A writer appends to it: its committed records (synced before their commit) never
+    // change, and while the writer holds the lock no collection touches them. They are
+    // shipped as they are now, and the pack again once it grew.
+    ++report.packs_busy;
+    TRY_ASSIGN(const std::optional<PackUsage> usage, catalog_->pack_use(pack.name));
+    if (!usage || usage->blobs == 0) return Ok{};
+    size = usage->end + kBlobHeaderSize;
+    if (pack.size && *pack.size >= size) return Ok{};
+  }
+  std::vector<char> bytes(size);
+  const long got = pread_full(fd.get(), bytes.data(), bytes.size(), 0);
+  if (got < 0)
+    return errno_fault(static_cast<int>(-got), Side::Archive,
+                       fmt::format("reading {}", shown_path(file)));
+  if (static_cast<std::uint64_t>(got) != size) {
+    return retry(fmt::format("pack {} ended while it was read to be shipped", shown_path(file)));
+  }
+  TRY_ASSIGN(const bool listed, catalog_->begin_shipping(pack.id, now_ns()));
+  if (!listed) return Ok{};  // its row was dropped before the lock was taken
+  TRY(catalog_->sync_journal());
+  disk_.step("ship-put");
+  if (auto put = store.put(pack.name, bytes); !put) {
+    return in_context(fmt::format("shipping pack {} to {}", pack.name, store.where()), put.fault());
+  }
+  disk_.step("ship-record");
+  TRY(catalog_->record_shipped(pack.id, size, now_ns()));
+  ++report.packs_shipped;
+  report.bytes_shipped += size;
+  return Ok{};
+}
+
+}  // namespace tw::archive

@@ -1,0 +1,63 @@
+#include "monitor/ship_runs.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+
+#include "common/time.hpp"
+
+namespace tw::monitor {
+namespace {
+
+// What a run needs of the configuration: the archive, the store, and where to log.
+constexpr std::array<std::string_view, 8> kRunKeys = {
+    "backup_root",  "store_endpoint",         "store_bucket", "store_prefix",
+    "store_region", "store_credentials_file", "log_level",    "log_file"};
+
+// What a run's libcurl may need of the monitor's environment: the certificates of an https
+// store, and proxies.
+const std::vector<std::string> kNetworkEnv = {"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE",
+                                              "https_proxy",   "HTTPS_PROXY",  "http_proxy",
+                                              "HTTP_PROXY",    "no_proxy",     "NO_PROXY"};
+
+constexpr auto kFirstRun = std::chrono::minutes(1);
+
+bool off(const Config& config) {
+  return config.store_endpoint.empty() || config.ship_interval <= 0;
+}
+
+}  // namespace
+
+ShipRuns::ShipRuns(std::shared_ptr<Launcher> launcher, std::string timewarp)
+    : BackgroundRuns(std::move(launcher), std::move(timewarp), "shipping run") {}
+
+std::optional<ShipRuns::Clock::time_point> ShipRuns::due(const Config& config) const {
+  if (off(config) || running()) return std::nullopt;
+  return next_;
+}
+
+void ShipRuns::tick(const Config& config) {
+  if (off(config) || running()) return;
+  const auto interval = seconds_ms(config.ship_interval);
+  if (!next_) {
+    next_ = started_ + std::min<Clock::duration>(interval, kFirstRun);
+  }
+  if (Clock::now() < *next_) return;
+  next_ = Clock::now() + interval;
+  // Nothing to ship before the archivers have made the archive.
+  if (struct stat st{}; ::stat((config.backup_root + "/FORMAT").c_str(), &st) != 0) return;
+  Run run{.args = {"ship", "--low-priority"}, .keys = kRunKeys, .env = {}};
+  // The secret keys (the store's access keys) in their environment variables.
+  for (const ConfigKey& key : config_keys()) {
+    if (!key.secret) continue;
+    if (const std::string value = key_value(key, config); !value.empty()) {
+      run.env.emplace_back(env_name(key), value);
+    }
+  }
+  start(config, run, kNetworkEnv);
+}
+
+}  // namespace tw::monitor

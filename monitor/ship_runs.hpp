@@ -1,0 +1,33 @@
+// The monitor's scheduled shipping (docs/operations.md, "Shipping to an object store"):
+// `timewarp ship --low-priority`, which copies the archive's sealed packs to the pack store
+// the store_* keys name and removes the collected ones from it, run as a child process of
+// its own at the lowest CPU and I/O priority, never by an archiver (a version is durable
+// on the local disk; COMPLETE waits for nothing on the network). The first run is one
+// minute after the monitor starts (or one ship_interval, when shorter), then one every
+// ship_interval after each run began; none while no store is configured or before the
+// archivers have made the archive. A failed run (the store down) is tried again an
+// interval later; what it shipped stays shipped. The child gets the archive and store keys
+// as flags, the store's access keys in its environment (never as flags, which any user may
+// read), and no database credentials. Used from the monitor's thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "monitor/background_runs.hpp"
+
+namespace tw::monitor {
+
+class ShipRuns final : public BackgroundRuns {
+ public:
+  // `timewarp` is the executable to run (empty: the one beside this program).
+  ShipRuns(std::shared_ptr<Launcher> launcher, std::string timewarp);
+
+  // Starts a run when one is due under `config` (no store_endpoint, or ship_interval 0:
+  // never).
+  void tick(const Config& config) override;
+  std::optional<Clock::time_point> due(const Config& config) const override;
+};
+
+}  // namespace tw::monitor

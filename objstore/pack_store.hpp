@@ -1,0 +1,43 @@
+// The archive's pack store seam (archive/pack_store.hpp) over one bucket of an S3-compatible
+// store (bucket.hpp): pack `name` is the object `<prefix>/packs/<name>`. And the bucket the
+// configuration names (the `store_*` keys; ARCHITECTURE.md, "Object store"), its keys taken
+// from the configuration, the environment or a credentials file, never shown.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "archive/pack_store.hpp"
+#include "common/config.hpp"
+#include "common/result.hpp"
+#include "objstore/bucket.hpp"
+
+namespace tw::objstore {
+
+// Where the configuration says packs go: the bucket (its keys filled in from
+// `store_credentials_file` when the configuration has none) and the prefix (`store_prefix`,
+// or this host's name), or what is wrong, naming the key. Nothing when no `store_endpoint`
+// is set.
+struct StoreTarget {
+  BucketConfig bucket;
+  std::string prefix;
+};
+Result<std::optional<StoreTarget>> store_target(const Config& config);
+
+class BucketPackStore final : public archive::PackStore {
+ public:
+  BucketPackStore(Bucket bucket, std::string prefix);
+  std::string where() const override;
+  archive::Done put(std::string_view name, std::span<const char> bytes) override;
+  archive::Done remove(std::string_view name) override;
+  // The object pack `name` is stored as.
+  std::string key(std::string_view name) const;
+  Bucket& bucket() { return bucket_; }
+
+ private:
+  Bucket bucket_;
+  std::string prefix_;  // without a trailing '/'; empty: the bucket's top
+};
+
+}  // namespace tw::objstore
