@@ -181,9 +181,9 @@ class Layout {
   // versions `left_out` names (paths and numbers; `latest` is not read) counted as gone, to
   // tell what removing them frees (Store::space).
   virtual Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) = 0;
-  // What the pack store does not hold yet (Store::ship_backlog); a layout that is never
-  // shipped refuses.
-  virtual Expected<ShipBacklog> ship_backlog() {
+  // What pack store `store` (PackStore::where) does not hold yet (Store::ship_backlog); a
+  // layout that is never shipped refuses.
+  virtual Expected<ShipBacklog> ship_backlog(const std::string& /*store*/) {
     return permanent("an archive of this format is not shipped to a pack store");
   }
 };

@@ -196,9 +196,11 @@ class Store {
   // collection dropped here, recording each in the catalog once the store has it; `report`
   // says what was done, also when it fails part way (the store down: a RETRY fault; what
   // was shipped stays shipped). A pack still written to is left for a later run.
-  // ship_backlog() says what the store does not hold yet (format 1: refused).
+  // The records are about one store (PackStore::where: the bucket and prefix): shipping to
+  // another starts again from nothing. ship_backlog() says what pack store `store` does
+  // not hold yet (format 1: refused).
   Done ship(PackStore& store, ShipReport& report);
-  Expected<ShipBacklog> ship_backlog() const;
+  Expected<ShipBacklog> ship_backlog(const std::string& store) const;
 
   // Space (store_space.cpp). What the archive's files take on disk and what its versions
   // use (SpaceReport), the catalog read in one snapshot; the versions `left_out` names

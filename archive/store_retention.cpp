@@ -65,6 +65,8 @@ Done Store::ship(PackStore& store, ShipReport& report) {
   return writer->ship(store, report);
 }
 
-Expected<ShipBacklog> Store::ship_backlog() const { return impl_->layout->ship_backlog(); }
+Expected<ShipBacklog> Store::ship_backlog(const std::string& store) const {
+  return impl_->layout->ship_backlog(store);
+}
 
 }  // namespace tw::archive

@@ -27,8 +27,8 @@ void read_shipping(const Config& config, const ar::Store& store, ArchiveStatus& 
   }
   if (!*target) return;
   const auto& t = **target;
-  out.store = fmt::format("{}/{}/{}", t.bucket.endpoint, t.bucket.bucket, t.prefix);
-  auto backlog = store.ship_backlog();
+  out.store = objstore::where(t.bucket, t.prefix);
+  auto backlog = store.ship_backlog(out.store);
   if (!backlog) {
     out.shipping_error = backlog.error();
     return;

@@ -95,9 +95,11 @@ std::string BucketPackStore::key(std::string_view name) const {
                          : fmt::format("{}/packs/{}", prefix_, name);
 }
 
-std::string BucketPackStore::where() const {
-  return fmt::format("{}/{}/{}", bucket_.config().endpoint, bucket_.config().bucket, prefix_);
+std::string where(const BucketConfig& bucket, std::string_view prefix) {
+  return fmt::format("{}/{}/{}", bucket.endpoint, bucket.bucket, prefix);
 }
+
+std::string BucketPackStore::where() const { return objstore::where(bucket_.config(), prefix_); }
 
 archive::Done BucketPackStore::put(std::string_view name, std::span<const char> bytes) {
   auto put = bucket_.put(key(name), bytes);

@@ -21,8 +21,11 @@ namespace tw::objstore {
 // is set.
 struct StoreTarget {
   BucketConfig bucket;
-  std::string prefix;
+  std::string prefix;  // without a trailing '/'
 };
+// "<endpoint>/<bucket>/<prefix>": where packs go, for messages, and the name the archive's
+// shipping records are about (Store::ship): another one starts again from nothing.
+std::string where(const BucketConfig& bucket, std::string_view prefix);
 Result<std::optional<StoreTarget>> store_target(const Config& config);
 
 class BucketPackStore final : public archive::PackStore {

@@ -205,6 +205,11 @@ class Catalog {
 
   // --- Shipping (catalog_ship.cpp; ARCHITECTURE.md, "Object store"). A catalog read
   // before a writer upgraded it to schema 6 has shipped nothing.
+  // The store the records below are about (nullopt: none yet).
+  Expected<std::optional<std::string>> ship_target() const;
+  // Makes `store` the store the records are about: when it was another, they are
+  // forgotten first (nothing is in the new store yet, and the old one is no longer ours).
+  Done set_ship_target(const std::string& store);
   // Every pack row, with what the store holds of it, from one snapshot.
   Expected<std::vector<PackShipping>> packs_shipping() const;
   // Records that pack `pack` is being copied (its copy not yet confirmed): false when no

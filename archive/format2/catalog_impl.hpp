@@ -321,6 +321,8 @@ struct Catalog::Impl {
 
   // Retention and collection (catalog_retention.cpp, catalog_collect.cpp).
   Expected<KeptScopes> kept();
+  // The store the shipping records are about (catalog_ship.cpp).
+  Expected<std::optional<std::string>> ship_target();
   // Stores the kept moments of `folder` ("": the archive's own scope).
   Done store_kept(std::string_view folder, const KeptMoments& kept);
   Done drop(const DroppedVersions& dropped);

@@ -120,7 +120,8 @@ PRAGMA user_version = 5;
 // Version 6 is version 5 with shipping (ARCHITECTURE.md, "Object store"): `shipped` has a
 // row per pack copied to the pack store, its size then and when (size NULL: a copy begun
 // and not yet confirmed, which may be in the store); `unshipped` names the packs dropped
-// here that may be in the store, to remove from it. The trigger makes every drop of a
+// here that may be in the store, to remove from it; `ship_target` names the store both
+// are about. The trigger makes every drop of a
 // pack row that may be in the store a removal to do, in the drop's own transaction.
 constexpr const char* kUpgrade5 = R"sql(
 CREATE TABLE shipped(
@@ -129,6 +130,9 @@ CREATE TABLE shipped(
   at_ns INTEGER NOT NULL);
 CREATE TABLE unshipped(
   name TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE ship_target(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  store TEXT NOT NULL);
 CREATE TRIGGER pack_dropped AFTER DELETE ON packs
   WHEN EXISTS (SELECT 1 FROM shipped WHERE pack = old.id)
 BEGIN

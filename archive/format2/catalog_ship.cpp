@@ -7,6 +7,34 @@
 
 namespace tw::archive {
 
+Expected<std::optional<std::string>> Catalog::Impl::ship_target() {
+  if (schema < 6) return std::optional<std::string>();
+  TRY_ASSIGN(auto s, statement("SELECT store FROM ship_target WHERE id = 1"));
+  const int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return archive_fault(Error{failure("reading the pack store")});
+  return std::optional<std::string>(sqlite::column_bytes(s, 0));
+}
+
+Expected<std::optional<std::string>> Catalog::ship_target() const {
+  return impl_->read([&] { return impl_->ship_target(); });
+}
+
+Done Catalog::set_ship_target(const std::string& store) {
+  return impl_->in_transaction([&]() -> Done {
+    TRY_ASSIGN(const std::optional<std::string> now, impl_->ship_target());
+    if (now == store) return Ok{};
+    TRY(impl_->db.exec("DELETE FROM shipped; DELETE FROM unshipped;"));
+    TRY_ASSIGN(auto s, impl_->statement("INSERT INTO ship_target(id, store) VALUES (1, ?1) "
+                                        "ON CONFLICT(id) DO UPDATE SET store = excluded.store"));
+    sqlite::bind_text(s, 1, store);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      return archive_fault(Error{impl_->failure("recording the pack store")});
+    }
+    return Ok{};
+  });
+}
+
 Expected<std::vector<PackShipping>> Catalog::packs_shipping() const {
   return impl_->read([&]() -> Expected<std::vector<PackShipping>> {
     std::vector<PackShipping> out;

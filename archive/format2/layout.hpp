@@ -95,7 +95,7 @@ class Format2Layout final : public WritableLayout {
   Expected<CollectReport> collect(const CollectOptions& options) override;
   // Shipping (shipping.cpp).
   Done ship(PackStore& store, ShipReport& report) override;
-  Expected<ShipBacklog> ship_backlog() override;
+  Expected<ShipBacklog> ship_backlog(const std::string& store) override;
   // The packs and the catalog on disk, and the catalog's blob figures (layout.cpp).
   Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) override;
 

@@ -49,12 +49,15 @@ bool holds_whole(const PackShipping& pack, std::uint64_t size) {
 
 }  // namespace
 
-Expected<ShipBacklog> Format2Layout::ship_backlog() {
+Expected<ShipBacklog> Format2Layout::ship_backlog(const std::string& store) {
   ShipBacklog out;
+  TRY_ASSIGN(const std::optional<std::string> target, catalog_->ship_target());
+  const bool ours = target == store;  // else the records are another store's
   TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
-  out.removals = removals.size();
-  TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
-  for (const PackShipping& pack : packs) {
+  if (ours) out.removals = removals.size();
+  TRY_ASSIGN(std::vector<PackShipping> packs, catalog_->packs_shipping());
+  for (PackShipping& pack : packs) {
+    if (!ours) pack.size.reset();
     TRY_ASSIGN(const std::optional<PackFile> file,
                look_at_pack(pack_file(root_ + "/packs", pack.name)));
     if (!file) continue;
@@ -72,6 +75,7 @@ Expected<ShipBacklog> Format2Layout::ship_backlog() {
 }
 
 Done Format2Layout::ship(PackStore& store, ShipReport& report) {
+  TRY(catalog_->set_ship_target(store.where()));
   TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
   for (const std::string& name : removals) {
     disk_.step("ship-remove");

@@ -64,8 +64,13 @@ TEST(MonitorShipping, ScheduledRunsShipWhatTheArchiversWrote) {
       },
       60s, 200ms);
   EXPECT_TRUE(shipped) << test::read_file(h.log_file());
+  // The run that shipped them ends: the monitor logs it once it has reaped the child.
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        return test::read_file(h.log_file()).find("shipping run finished") != std::string::npos;
+      },
+      30s));
   const std::string log = test::read_file(h.log_file());
-  EXPECT_NE(log.find("shipping run finished"), std::string::npos) << log;
   EXPECT_EQ(log.find("shipping run failed"), std::string::npos) << log;
   EXPECT_EQ(log.find(store.secret_key), std::string::npos) << "the secret key is never logged";
   EXPECT_EQ(h.stop(), 0);

@@ -68,6 +68,9 @@ class ShipTest : public ::testing::Test {
   }
   BucketPackStore packs() { return packs(gateway(bucket_name_)); }
 
+  // The store packs() ships to, as the archive's records name it.
+  std::string where() const { return objstore::where(gateway(bucket_name_), kPrefix); }
+
   // Ships with a store of its own: what it did, and whether it failed.
   archive::Done ship(BucketPackStore& to, ShipReport& report) {
     Store store = open();
@@ -115,7 +118,7 @@ TEST_F(ShipTest, TheBucketHoldsThePacksByteForByteEachShippedOnceWhole) {
   {
     Store writer = open();
     for (int i = 0; i < 10; ++i) archive(writer, fmt::format("f{}", i), noise(50'000, i));
-    auto backlog = writer.ship_backlog();
+    auto backlog = writer.ship_backlog(where());
     ASSERT_TRUE(backlog) << backlog.error();
     EXPECT_EQ(backlog->packs, 1u);
     EXPECT_GE(backlog->bytes, 10u * 50'000);
@@ -137,11 +140,40 @@ TEST_F(ShipTest, TheBucketHoldsThePacksByteForByteEachShippedOnceWhole) {
   ASSERT_TRUE(ship(to, again));
   EXPECT_EQ(again.packs_shipped, 0u) << "a pack the store holds whole is not shipped again";
   Store store = open();
-  auto backlog = store.ship_backlog();
+  auto backlog = store.ship_backlog(where());
   ASSERT_TRUE(backlog) << backlog.error();
   EXPECT_EQ(backlog->packs, 0u);
   EXPECT_EQ(backlog->shipped_packs, 1u);
   EXPECT_TRUE(backlog->last_shipped_ns.has_value());
+}
+
+TEST_F(ShipTest, AnotherStoreGetsEveryPackAgain) {
+  {
+    Store writer = open();
+    for (int i = 0; i < 5; ++i) archive(writer, fmt::format("f{}", i), noise(40'000, i));
+  }
+  BucketPackStore to = packs();
+  ShipReport first;
+  ASSERT_TRUE(ship(to, first));
+  ASSERT_EQ(first.packs_shipped, 1u);
+  Bucket other_bucket = fresh_bucket();
+  BucketPackStore other(std::move(other_bucket), "host-b");
+  {
+    Store store = open();
+    auto backlog = store.ship_backlog(other.where());
+    ASSERT_TRUE(backlog) << backlog.error();
+    EXPECT_EQ(backlog->packs, 1u) << "nothing is in the other store yet";
+  }
+  ShipReport moved;
+  ASSERT_TRUE(ship(other, moved));
+  EXPECT_EQ(moved.packs_shipped, 1u) << "the records were about the first store";
+  Store store = open();
+  auto backlog = store.ship_backlog(other.where());
+  ASSERT_TRUE(backlog) << backlog.error();
+  EXPECT_EQ(backlog->packs, 0u);
+  backlog = store.ship_backlog(where());
+  ASSERT_TRUE(backlog) << backlog.error();
+  EXPECT_EQ(backlog->packs, 1u) << "the records are the other store's now";
 }
 
 TEST_F(ShipTest, AStoreThatDoesNotAnswerDelaysShippingAndLosesNothing) {
@@ -161,7 +193,7 @@ TEST_F(ShipTest, AStoreThatDoesNotAnswerDelaysShippingAndLosesNothing) {
   EXPECT_EQ(report.packs_shipped, 0u);
   {
     Store store = open();
-    auto backlog = store.ship_backlog();
+    auto backlog = store.ship_backlog(where());
     ASSERT_TRUE(backlog) << backlog.error();
     EXPECT_EQ(backlog->packs, 1u) << "a pack whose upload failed is still to ship";
     // Archiving goes on meanwhile.
@@ -189,7 +221,7 @@ TEST_F(ShipTest, APurgedSecretLeavesNoByteInTheBucket) {
   {
     Store store = open();
     purge(store, "id_ed25519");
-    auto backlog = store.ship_backlog();
+    auto backlog = store.ship_backlog(where());
     ASSERT_TRUE(backlog) << backlog.error();
     EXPECT_EQ(backlog->removals, 1u) << "the rewritten pack is to go from the store";
   }
@@ -231,7 +263,7 @@ TEST_F(ShipTest, AShipperKilledBetweenItsUploadAndItsRecordLeavesNoPurgedByteBeh
   ASSERT_TRUE(any_holds(shipped(), secret.substr(1000, 64))) << "the upload happened";
   {
     Store store = open();
-    auto backlog = store.ship_backlog();
+    auto backlog = store.ship_backlog(where());
     ASSERT_TRUE(backlog) << backlog.error();
     EXPECT_EQ(backlog->packs, 1u) << "an upload not recorded is not counted as shipped";
     purge(store, "token");
