@@ -1,5 +1,7 @@
 #include "monitor/background_runs.hpp"
 
+#include <poll.h>
+
 #include <spdlog/spdlog.h>
 
 namespace tw::monitor {
@@ -35,6 +37,29 @@ void BackgroundRuns::start(const Config& config, const Run& run,
   }
   last_line_.clear();
   spdlog::info("{} started (timewarp {}, pid {})", name_, run.args.front(), child_->pid());
+}
+
+bool BackgroundRuns::run_now(const Config& config, const Run& run,
+                             const std::vector<std::string>& extra_env,
+                             std::chrono::milliseconds limit) {
+  stop();
+  start(config, run, extra_env);
+  const auto deadline = Clock::now() + limit;
+  while (child_) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      spdlog::warn("{} still going after {} s: stopped", name_,
+                   std::chrono::duration_cast<std::chrono::seconds>(limit).count());
+      stop();
+      return false;
+    }
+    if (!child_->has_buffered_line()) {
+      pollfd fd{child_->stdout_fd(), POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(left.count()));
+    }
+    on_output();
+  }
+  return true;
 }
 
 int BackgroundRuns::output_fd() const { return child_ ? child_->stdout_fd() : -1; }

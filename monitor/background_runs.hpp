@@ -32,6 +32,13 @@ class BackgroundRuns {
   BackgroundRuns& operator=(const BackgroundRuns&) = delete;
   virtual ~BackgroundRuns();
 
+  // What a run is: `timewarp` with these arguments.
+  struct Run {
+    std::vector<std::string> args;                         // the subcommand and its own flags
+    std::span<const std::string_view> keys;                // configuration keys passed as flags
+    std::vector<std::pair<std::string, std::string>> env;  // set for the child
+  };
+
   // Starts a run when one is due under `config`.
   virtual void tick(const Config& config) = 0;
   // When tick() next has something to do; nothing while a run goes on, when off, or
@@ -49,14 +56,13 @@ class BackgroundRuns {
   void stop();
 
  protected:
-  struct Run {
-    std::vector<std::string> args;                         // the subcommand and its own flags
-    std::span<const std::string_view> keys;                // configuration keys passed as flags
-    std::vector<std::pair<std::string, std::string>> env;  // set for the child
-  };
   // Starts `timewarp` with `run`. The child inherits only PATH, TZ, the locale, HOME and
   // TMPDIR of the monitor's environment, plus `extra_env` (names or prefixes with '*').
   void start(const Config& config, const Run& run, const std::vector<std::string>& extra_env = {});
+  // Starts `run` (a running one is stopped first) and waits up to `limit` for it to end,
+  // logging its output; one still going then is stopped. True when it ended by itself.
+  bool run_now(const Config& config, const Run& run, const std::vector<std::string>& extra_env,
+               std::chrono::milliseconds limit);
   bool running() const { return child_ != nullptr; }
 
   const Clock::time_point started_ = Clock::now();

@@ -36,6 +36,9 @@ constexpr auto kFirstDbDelay = std::chrono::milliseconds(100);
 constexpr auto kMaxDbBackoff = std::chrono::milliseconds(10000);
 constexpr std::string_view kQueueing = "queueing changes";
 constexpr auto kStopWait = std::chrono::seconds(60);
+// How long a stopping monitor waits for its last shipping run (with kStopWait, within the
+// service's TimeoutStopSec of 120 s).
+constexpr auto kFinalShipWait = std::chrono::seconds(30);
 // A scheduler that ran this long before dying is considered healthy: backoff resets.
 constexpr auto kHealthyRun = std::chrono::seconds(30);
 // Items per INSERT statement.
@@ -485,7 +488,8 @@ void Monitor::handle_notifications() {
   }
 }
 
-// Stops watching, queues what was gathered, then stops the scheduler.
+// Stops watching, queues what was gathered, stops the scheduler, then ships what its
+// archivers left unshipped.
 void Monitor::shut_down() {
   retention_.stop();
   shipping_.stop();
@@ -495,6 +499,8 @@ void Monitor::shut_down() {
     spdlog::warn("{} changes could not be queued; the next start's catch-up finds them", left);
   }
   stop_scheduler();
+  // The archivers have exited, their last packs sealed: shipped now, not at the next start.
+  shipping_.final_run(config_, kFinalShipWait);
   heartbeat(true);
 }
 

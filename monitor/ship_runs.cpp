@@ -7,6 +7,8 @@
 #include <string_view>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "common/time.hpp"
 
 namespace tw::monitor {
@@ -29,6 +31,25 @@ bool off(const Config& config) {
   return config.store_endpoint.empty() || config.ship_interval <= 0;
 }
 
+// Nothing to ship before the archivers have made the archive.
+bool archive_made(const Config& config) {
+  struct stat st {};
+  return ::stat((config.backup_root + "/FORMAT").c_str(), &st) == 0;
+}
+
+// `timewarp ship`, with the secret keys (the store's access keys) in their environment
+// variables.
+BackgroundRuns::Run ship_run(const Config& config) {
+  BackgroundRuns::Run run{.args = {"ship", "--low-priority"}, .keys = kRunKeys, .env = {}};
+  for (const ConfigKey& key : config_keys()) {
+    if (!key.secret) continue;
+    if (const std::string value = key_value(key, config); !value.empty()) {
+      run.env.emplace_back(env_name(key), value);
+    }
+  }
+  return run;
+}
+
 }  // namespace
 
 ShipRuns::ShipRuns(std::shared_ptr<Launcher> launcher, std::string timewarp)
@@ -47,17 +68,15 @@ void ShipRuns::tick(const Config& config) {
   }
   if (Clock::now() < *next_) return;
   next_ = Clock::now() + interval;
-  // Nothing to ship before the archivers have made the archive.
-  if (struct stat st{}; ::stat((config.backup_root + "/FORMAT").c_str(), &st) != 0) return;
-  Run run{.args = {"ship", "--low-priority"}, .keys = kRunKeys, .env = {}};
-  // The secret keys (the store's access keys) in their environment variables.
-  for (const ConfigKey& key : config_keys()) {
-    if (!key.secret) continue;
-    if (const std::string value = key_value(key, config); !value.empty()) {
-      run.env.emplace_back(env_name(key), value);
-    }
-  }
-  start(config, run, kNetworkEnv);
+  if (!archive_made(config)) return;
+  start(config, ship_run(config), kNetworkEnv);
+}
+
+void ShipRuns::final_run(const Config& config, std::chrono::milliseconds limit) {
+  if (off(config) || !archive_made(config)) return;
+  spdlog::info("shipping what is not shipped yet before stopping (at most {} s)",
+               std::chrono::duration_cast<std::chrono::seconds>(limit).count());
+  run_now(config, ship_run(config), kNetworkEnv, limit);
 }
 
 }  // namespace tw::monitor

@@ -4,8 +4,9 @@
 // its own at the lowest CPU and I/O priority, never by an archiver (a version is durable
 // on the local disk; COMPLETE waits for nothing on the network). The first run is one
 // minute after the monitor starts (or one ship_interval, when shorter), then one every
-// ship_interval after each run began; none while no store is configured or before the
-// archivers have made the archive. A failed run (the store down) is tried again an
+// ship_interval after each run began, and a last one when the monitor stops (after its
+// archivers have exited); none while no store is configured or before the archivers have
+// made the archive. A failed run (the store down) is tried again an
 // interval later; what it shipped stays shipped. The child gets the archive and store keys
 // as flags, the store's access keys in its environment (never as flags, which any user may
 // read), and no database credentials. Used from the monitor's thread only.
@@ -28,6 +29,9 @@ class ShipRuns final : public BackgroundRuns {
   // never).
   void tick(const Config& config) override;
   std::optional<Clock::time_point> due(const Config& config) const override;
+  // The monitor is stopping, its archivers have exited (their packs sealed): one last run,
+  // waited for up to `limit` (a store that is down does not hold the stop up for longer).
+  void final_run(const Config& config, std::chrono::milliseconds limit);
 };
 
 }  // namespace tw::monitor

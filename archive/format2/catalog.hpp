@@ -57,12 +57,11 @@ struct MovedBlob {
   BlobRef to;
 };
 
-// A pack row and what the pack store holds of it (catalog_ship.cpp): nothing, a copy begun
-// and not confirmed (`begun`), or a copy of `size` bytes.
+// A pack row and what the pack store holds of it (catalog_ship.cpp): a copy of `size`
+// bytes, or none confirmed.
 struct PackShipping {
   std::int64_t id = 0;
   std::string name;
-  bool begun = false;
   std::optional<std::uint64_t> size;
   std::int64_t at_ns = 0;  // when shipped (or begun)
 };

@@ -50,19 +50,18 @@ Expected<std::vector<PackShipping>> Catalog::packs_shipping() const {
       if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("listing the packs")});
       return out;
     }
-    TRY_ASSIGN(auto s, impl_->statement(
-                           "SELECT p.id, p.name, s.pack IS NOT NULL, s.size, coalesce(s.at_ns, 0) "
-                           "FROM packs p LEFT JOIN shipped s ON s.pack = p.id ORDER BY p.id"));
+    TRY_ASSIGN(auto s,
+               impl_->statement("SELECT p.id, p.name, s.size, coalesce(s.at_ns, 0) "
+                                "FROM packs p LEFT JOIN shipped s ON s.pack = p.id ORDER BY p.id"));
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       PackShipping pack;
       pack.id = sqlite3_column_int64(s, 0);
       pack.name = sqlite::column_bytes(s, 1);
-      pack.begun = sqlite3_column_int(s, 2) != 0;
-      if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
-        pack.size = static_cast<std::uint64_t>(sqlite3_column_int64(s, 3));
+      if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+        pack.size = static_cast<std::uint64_t>(sqlite3_column_int64(s, 2));
       }
-      pack.at_ns = sqlite3_column_int64(s, 4);
+      pack.at_ns = sqlite3_column_int64(s, 3);
       out.push_back(std::move(pack));
     }
     if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("listing the shipped packs")});
