@@ -58,6 +58,13 @@ class Store {
   // `compression` applies to new content.
   static Expected<Store> open(const std::string& backup_root, Mode mode, StoreHooks hooks = {},
                               CompressionOptions compression = {});
+  // Opens, to read, the archive shipped to `store` (Store::ship; FORMAT.md, "Shipping"):
+  // its newest catalog snapshot, fetched into `cache_dir` once, and its packs read from the
+  // store as needed, at most `cache_bytes` of them kept (PackCache) in a folder of this
+  // process's own under `cache_dir`, removed when the Store closes. PERMANENT when the store
+  // holds no catalog.
+  static Expected<Store> open_shipped(std::unique_ptr<PackStore> store,
+                                      const std::string& cache_dir, std::uint64_t cache_bytes);
   // The format of this archive.
   ArchiveFormat format() const;
 

@@ -13,6 +13,8 @@ namespace tw::archive {
 
 struct Store::Impl {
   // --- constant after construction
+  // Runs once everything below has closed (Store::open_shipped's folder is removed).
+  std::shared_ptr<void> after_close;
   std::string root;
   Store::Mode mode = Store::Mode::ReadOnly;
   StoreHooks hooks;

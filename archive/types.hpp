@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,8 @@
 #include "common/protocol.hpp"
 
 namespace tw::archive {
+
+class PackFetcher;  // pack_cache.hpp
 
 // How an archive is opened: ReadWrite creates it when absent and takes new versions.
 enum class OpenMode { ReadOnly, ReadWrite };
@@ -115,6 +118,10 @@ struct StoreHooks {
   // The clock of archive times (ns since the epoch, UTC); unset: the system's. Tests move
   // it over weeks to try retention without waiting for it.
   std::function<std::int64_t()> now;
+  // Where a reader's packs come from when the local folder does not hold them (a pack
+  // store, pack_cache.hpp): each blob's bytes are fetched before they are read. Unset: the
+  // archive's own packs/.
+  std::shared_ptr<PackFetcher> packs_from;
 };
 
 // How new content objects are compressed. Neither setting changes an object's name (the
@@ -184,6 +191,8 @@ struct ShipReport {
   std::uint64_t bytes_shipped = 0;
   std::uint64_t packs_removed = 0;  // from the store: collection dropped them here
   std::uint64_t packs_busy = 0;     // written to still: their committed records shipped
+  std::string catalog;              // the catalog snapshot shipped ("catalog/NAME")
+  std::uint64_t catalog_bytes = 0;  // its size in the store (compressed)
 };
 
 // What the pack store does not hold yet (Store::ship_backlog): the packs on the local disk

@@ -1,4 +1,5 @@
 #include "cli/archive_commands.hpp"
+#include "cli/shipped_archive.hpp"
 
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ struct ArchiveArgs {
   std::string to;
   bool force = false;
   bool json = false;
+  bool from_store = false;
 };
 
 int fail(std::string_view command, std::string_view message, int code = 1) {
@@ -185,7 +187,7 @@ int run_versions(const Config& config, const ArchiveArgs& args) {
   constexpr std::string_view kCmd = "versions";
   auto path = source_path(args);
   if (!path) return fail(kCmd, path.error(), 2);
-  auto store = open_store(config);
+  auto store = open_store(config, args.from_store);
   if (!store) return fail(kCmd, store.error(), 2);
   std::vector<std::string> paths{*path};
   if (args.recursive) {
@@ -268,7 +270,7 @@ int run_restore(const Config& config, const ArchiveArgs& args, bool version_give
   options.destination = args.to;
   options.overwrite = args.force;
   options.restore_owner = ::geteuid() == 0;
-  auto store = open_store(config);
+  auto store = open_store(config, args.from_store);
   if (!store) return fail(kCmd, store.error(), 2);
   RestoreProgress progress;
   options.on_placed = [&progress](const ar::Version& v) { progress.add(v); };
@@ -318,7 +320,7 @@ std::string verify_text(const ar::VerifyReport& report) {
 
 int run_verify(const Config& config, const ArchiveArgs& args) {
   constexpr std::string_view kCmd = "verify";
-  auto store = open_store(config);
+  auto store = open_store(config, args.from_store);
   if (!store) return fail(kCmd, store.error(), 2);
   // The last step verify reported, for the progress line's thread.
   Mutex mutex;
@@ -341,7 +343,8 @@ int run_verify(const Config& config, const ArchiveArgs& args) {
 
 }  // namespace
 
-archive::Expected<archive::Store> open_store(const Config& config) {
+archive::Expected<archive::Store> open_store(const Config& config, bool from_store) {
+  if (from_store) return open_shipped(config);
   if (config.backup_root.empty()) {
     return archive::permanent(
         "backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)");
@@ -354,6 +357,12 @@ archive::Expected<archive::Store> open_changing(const Config& config) {
   return archive::Store::open(config.backup_root, archive::Store::Mode::ReadWrite);
 }
 
+void add_from_store_flag(CLI::App& command, bool& from_store) {
+  command.add_flag("--from-store", from_store,
+                   "read the archive shipped to the pack store (store_* keys; store_prefix "
+                   "names the host), not the backup root");
+}
+
 void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& run) {
   auto args = std::make_shared<ArchiveArgs>();
 
@@ -363,6 +372,7 @@ void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& r
   versions->add_flag("-r,--recursive", args->recursive, "also every archived path beneath PATH");
   versions->add_flag("--json", args->json,
                      "one JSON document, at full precision (the form for scripts)");
+  add_from_store_flag(*versions, args->from_store);
   cli::run_when_parsed(*versions, run, [&config, args] { return run_versions(config, *args); });
 
   auto* restore = cli::add_archive_subcommand(
@@ -378,6 +388,7 @@ void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& r
   at->excludes(version);
   restore->add_option("--to", args->to, "where to put it (default: the original path)");
   restore->add_flag("-f,--force", args->force, "overwrite existing files");
+  add_from_store_flag(*restore, args->from_store);
   restore->callback([&config, &run, args, version] {
     const bool version_given = version->count() > 0;
     run = [&config, args, version_given] { return run_restore(config, *args, version_given); };
@@ -386,6 +397,7 @@ void add_archive_commands(CLI::App& app, Config& config, std::function<int()>& r
   auto* verify = cli::add_archive_subcommand(
       app, "verify", "re-read every archived object and history; name what is damaged");
   verify->add_flag("--json", args->json, "the report as one JSON document");
+  add_from_store_flag(*verify, args->from_store);
   cli::run_when_parsed(*verify, run, [&config, args] { return run_verify(config, *args); });
 }
 

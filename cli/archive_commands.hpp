@@ -27,8 +27,12 @@ int command_failed(std::string_view command, std::string_view message, int code)
 Result<std::string> command_line_path(const std::string& arg, bool escaped);
 
 // The configuration's archive opened read only, as every archive subcommand reads it; a
-// missing backup_root is named with where to set it.
-archive::Expected<archive::Store> open_store(const Config& config);
+// missing backup_root is named with where to set it. With `from_store`, the archive shipped
+// to the pack store instead (shipped_archive.hpp).
+archive::Expected<archive::Store> open_store(const Config& config, bool from_store = false);
+
+// The `--from-store` flag of the subcommands that read an archive.
+void add_from_store_flag(CLI::App& command, bool& from_store);
 
 // The configuration's archive, opened to be changed: it must exist (a read-only open says
 // what is wrong), and a format-1 archive is refused by the writable open, which says why.

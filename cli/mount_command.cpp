@@ -184,6 +184,7 @@ fuse_lowlevel_ops operations() {
 struct MountArgs {
   std::string mountpoint;
   bool allow_other = false;
+  bool from_store = false;
 };
 
 // Serves `tree` at `mountpoint` until it is unmounted or a signal stops it.
@@ -219,7 +220,7 @@ int serve(MountTree& tree, const MountArgs& args) {
 }
 
 int run_mount(const Config& config, const MountArgs& args) {
-  auto store = open_store(config);
+  auto store = open_store(config, args.from_store);
   if (!store) return command_failed(kCmd, store.error(), 2);
   MountTree tree(*store);
   return serve(tree, args);
@@ -237,6 +238,7 @@ void add_mount_command(CLI::App& app, Config& config, std::function<int()>& run)
   mount->add_flag("--allow-other", args->allow_other,
                   "let other users than the one mounting see it (the archived modes still "
                   "apply); off by default, also as root");
+  add_from_store_flag(*mount, args->from_store);
   mount->footer(
       "Example:\n"
       "  timewarp mount /mnt/archive &\n"

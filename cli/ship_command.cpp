@@ -35,6 +35,9 @@ std::string report_text(const ar::ShipReport& r, const std::string& where) {
   if (r.packs_busy > 0) {
     out += fmt::format("; {} still written to (shipped as far as committed)", r.packs_busy);
   }
+  if (!r.catalog.empty()) {
+    out += fmt::format("; the catalog as {} ({})", r.catalog, bytes_text(r.catalog_bytes));
+  }
   return out + "\n";
 }
 
@@ -43,7 +46,9 @@ nlohmann::json report_json(const ar::ShipReport& r, const std::string& where) {
           {"packs_shipped", r.packs_shipped},
           {"bytes_shipped", r.bytes_shipped},
           {"packs_removed", r.packs_removed},
-          {"packs_busy", r.packs_busy}};
+          {"packs_busy", r.packs_busy},
+          {"catalog", r.catalog.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.catalog)},
+          {"catalog_bytes", r.catalog_bytes}};
 }
 
 int run_ship(const Config& config, const ShipArgs& args) {

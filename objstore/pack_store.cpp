@@ -90,9 +90,12 @@ BucketPackStore::BucketPackStore(Bucket bucket, std::string prefix)
   while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
 }
 
+std::string BucketPackStore::file_key(std::string_view path) const {
+  return prefix_.empty() ? std::string(path) : fmt::format("{}/{}", prefix_, path);
+}
+
 std::string BucketPackStore::key(std::string_view name) const {
-  return prefix_.empty() ? fmt::format("packs/{}", name)
-                         : fmt::format("{}/packs/{}", prefix_, name);
+  return file_key(fmt::format("packs/{}", name));
 }
 
 std::string where(const BucketConfig& bucket, std::string_view prefix) {
@@ -109,6 +112,55 @@ archive::Done BucketPackStore::put(std::string_view name, std::span<const char> 
 
 archive::Done BucketPackStore::remove(std::string_view name) {
   auto removed = bucket_.remove(key(name));
+  if (!removed) return as_fault(removed.failure());
+  return Ok{};
+}
+
+archive::Expected<std::uint64_t> BucketPackStore::size(std::string_view name) {
+  auto info = bucket_.head(key(name));
+  if (!info) return as_fault(info.failure());
+  return info->size;
+}
+
+archive::Expected<std::string> BucketPackStore::read(std::string_view name, std::uint64_t offset,
+                                                     std::uint64_t length) {
+  auto bytes = bucket_.get_range(key(name), offset, length);
+  if (!bytes) return as_fault(bytes.failure());
+  return std::move(*bytes);
+}
+
+archive::Done BucketPackStore::put_file(std::string_view path, std::span<const char> bytes) {
+  auto put = bucket_.put(file_key(path), bytes);
+  if (!put) return as_fault(put.failure());
+  return Ok{};
+}
+
+archive::Expected<std::optional<std::string>> BucketPackStore::get_file(std::string_view path) {
+  auto bytes = bucket_.get(file_key(path));
+  if (!bytes) {
+    if (bytes.failure().kind == Failure::NotFound) return std::optional<std::string>();
+    return as_fault(bytes.failure());
+  }
+  return std::optional<std::string>(std::move(*bytes));
+}
+
+archive::Expected<std::vector<std::string>> BucketPackStore::list_files(std::string_view folder) {
+  const std::string under = file_key(folder) + "/";
+  auto listed = bucket_.list(under);
+  if (!listed) {
+    if (listed.failure().kind == Failure::NotFound) return std::vector<std::string>();
+    return as_fault(listed.failure());
+  }
+  std::vector<std::string> out;
+  for (const ObjectInfo& object : *listed) {
+    const std::string_view name = std::string_view(object.key).substr(under.size());
+    if (!name.empty() && name.find('/') == std::string_view::npos) out.emplace_back(name);
+  }
+  return out;
+}
+
+archive::Done BucketPackStore::remove_file(std::string_view path) {
+  auto removed = bucket_.remove(file_key(path));
   if (!removed) return as_fault(removed.failure());
   return Ok{};
 }

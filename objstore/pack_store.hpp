@@ -34,8 +34,18 @@ class BucketPackStore final : public archive::PackStore {
   std::string where() const override;
   archive::Done put(std::string_view name, std::span<const char> bytes) override;
   archive::Done remove(std::string_view name) override;
+  archive::Expected<std::uint64_t> size(std::string_view name) override;
+  archive::Expected<std::string> read(std::string_view name, std::uint64_t offset,
+                                      std::uint64_t length) override;
+  // `path` is the object <prefix>/<path>.
+  archive::Done put_file(std::string_view path, std::span<const char> bytes) override;
+  archive::Expected<std::optional<std::string>> get_file(std::string_view path) override;
+  archive::Expected<std::vector<std::string>> list_files(std::string_view folder) override;
+  archive::Done remove_file(std::string_view path) override;
   // The object pack `name` is stored as.
   std::string key(std::string_view name) const;
+  // The object file `path` is stored as.
+  std::string file_key(std::string_view path) const;
   Bucket& bucket() { return bucket_; }
 
  private:

@@ -66,6 +66,15 @@ struct PackShipping {
   std::int64_t at_ns = 0;  // when shipped (or begun)
 };
 
+// What a catalog snapshot (Catalog::copy_to) needs of the pack store to be read from it
+// alone (FORMAT.md, "Shipping"): each pack its blobs are in, as far as they go (the end of
+// its last record with a header of this release's size: a pack of an earlier release is no
+// longer written to, and shipped whole), and the packs it dropped that the store may hold.
+struct SnapshotNeeds {
+  std::vector<std::pair<std::string, std::uint64_t>> packs;
+  std::vector<std::string> unshipped;
+};
+
 // A part of the tree that no path reaches (FORMAT.md, "Verify"), and how much of the
 // archive it holds.
 struct LostPart {
@@ -219,6 +228,11 @@ class Catalog {
   // The packs dropped here that may be in the store, to remove from it; and one removed.
   Expected<std::vector<std::string>> unshipped() const;
   Done forget_unshipped(const std::string& name);
+  // Writes the catalog as one commit left it to the new file `file` (SQLite's online backup,
+  // in one read), in rollback-journal mode: a file readable alone, anywhere.
+  Done copy_to(const std::string& file) const;
+  // What this catalog (a snapshot) needs of the store.
+  Expected<SnapshotNeeds> snapshot_needs() const;
 
   // --- Space (catalog_space.cpp). The blobs and those versions name, from one snapshot;
   // the versions `left_out` names counted as gone: the blobs only they name are `freed`.

@@ -2,8 +2,14 @@
 // the pack store holds, and which it may hold that were dropped here.
 #include <sqlite3.h>
 
+#include <memory>
+
+#include <fmt/format.h>
+
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/catalog_impl.hpp"
+#include "archive/format2/pack.hpp"
+#include "common/escape.hpp"
 
 namespace tw::archive {
 
@@ -121,6 +127,46 @@ Done Catalog::forget_unshipped(const std::string& name) {
     }
     return Ok{};
   });
+}
+
+Done Catalog::copy_to(const std::string& file) const {
+  const auto failed = [&](sqlite3* db, std::string_view what) {
+    return archive_fault(Error{fmt::format("copying the catalog to {}: {}: {}", shown_path(file),
+                                           what, sqlite3_errmsg(db))});
+  };
+  sqlite3* raw = nullptr;
+  const int rc =
+      sqlite3_open_v2(file.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  const std::unique_ptr<sqlite3, decltype(&sqlite3_close)> copy(raw, &sqlite3_close);
+  if (rc != SQLITE_OK) return failed(raw, "opening");
+  sqlite3_backup* backup = sqlite3_backup_init(raw, "main", impl_->db.handle(), "main");
+  if (backup == nullptr) return failed(raw, "beginning");
+  // All pages in one step: one read of the source, however many commits come meanwhile.
+  const int stepped = sqlite3_backup_step(backup, -1);
+  sqlite3_backup_finish(backup);
+  if (stepped != SQLITE_DONE) return failed(raw, "copying");
+  if (sqlite3_exec(raw, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return failed(raw, "leaving WAL mode");
+  }
+  return Ok{};
+}
+
+Expected<SnapshotNeeds> Catalog::snapshot_needs() const {
+  TRY_ASSIGN(SnapshotNeeds out, impl_->read([&]() -> Expected<SnapshotNeeds> {
+    SnapshotNeeds needs;
+    TRY_ASSIGN(auto s, impl_->statement("SELECT p.name, max(b.offset + b.stored) FROM packs p "
+                                        "JOIN blobs b ON b.pack = p.id GROUP BY p.id"));
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      needs.packs.emplace_back(
+          sqlite::column_bytes(s, 0),
+          static_cast<std::uint64_t>(sqlite3_column_int64(s, 1)) + kBlobHeaderSize);
+    }
+    if (rc != SQLITE_DONE) return archive_fault(Error{impl_->failure("listing the packs used")});
+    return needs;
+  }));
+  TRY_ASSIGN(out.unshipped, unshipped());
+  return out;
 }
 
 }  // namespace tw::archive

@@ -405,8 +405,15 @@ Expected<ChunkStore::Located> ChunkStore::locate(const std::string& id,
   }
   if (!ref) return archive_fault(Error{fmt::format("blob {} is missing (not in the catalog)", id)});
   for (int attempt = 1;; ++attempt) {
+    PackPin pin;
+    if (fetcher_ != nullptr) {
+      // The record's header (of either version) and its bytes.
+      auto fetched = fetcher_->fetch(ref->pack, ref->offset, kBlobHeaderSizeV2 + ref->stored);
+      if (!fetched) return in_context(fmt::format("blob {}", id), fetched.fault());
+      pin = std::move(*fetched);
+    }
     auto fd = pack_fd(ref->pack);
-    if (fd) return Located{*fd, std::move(*ref), &id};
+    if (fd) return Located{*fd, std::move(*ref), &id, std::move(pin)};
     // A collection may have moved the blob to another pack, and deleted this one, since it
     // was looked up (FORMAT.md, "Collection"): looked up again, it is read where it is now.
     std::optional<BlobRef> moved;

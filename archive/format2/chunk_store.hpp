@@ -28,6 +28,7 @@
 #include "archive/format2/catalog.hpp"
 #include "archive/format2/chunker.hpp"
 #include "archive/format2/pack.hpp"
+#include "archive/pack_cache.hpp"
 #include "archive/sha256.hpp"
 
 namespace tw::archive {
@@ -101,6 +102,8 @@ class ChunkStore {
   void seal() { pack_.seal(); }
   // The packs the writer stopped appending to, still locked (PackWriter::take_retired).
   std::vector<UniqueFd> take_retired_packs() { return pack_.take_retired(); }
+  // Reads fetch each blob's bytes through `fetcher` first (StoreHooks::packs_from).
+  void set_fetcher(PackFetcher* fetcher) { fetcher_ = fetcher; }
 
   // Writes the content made of `chunks` to `out_fd` (-1: only check it), each blob checked
   // against its id and the whole against `sha256`. Blobs are looked up in the catalog,
@@ -115,6 +118,7 @@ class ChunkStore {
     int pack_fd = -1;
     BlobRef ref;
     const std::string* id = nullptr;
+    PackPin pin;  // what a PackFetcher fetched for it stays until it is read
   };
   Expected<Located> locate(const std::string& id, const CatalogBatch* staged);
 
@@ -182,6 +186,7 @@ class ChunkStore {
   std::vector<WindowChunk*> fresh_;
   Sha256 rewind_;  // the content's hash before the window, to go back to when a piece misses
   std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
+  PackFetcher* fetcher_ = nullptr;
 };
 
 }  // namespace tw::archive

@@ -133,6 +133,7 @@ Done Format2Layout::open_parts(const CompressionOptions& compression, ChunkSizes
   catalog_.emplace(std::move(*opened));
   chunk_store_.emplace(disk_, root_ + "/packs", *catalog_, compression.level, sizes,
                        hooks_.cancelled, resolved_threads(compression.threads));
+  chunk_store_->set_fetcher(hooks_.packs_from.get());
   if (writable()) {
     chunk_store_->set_claim([this](const std::string& id) { return claim_blob(id); });
   }

@@ -155,6 +155,14 @@ class Format2Layout final : public WritableLayout {
   Expected<bool> claim_blob(const std::string& id);
   // Copies pack `pack` to `store` when it is sealed and the store does not hold it whole.
   Done ship_pack(PackStore& store, const PackShipping& pack, ShipReport& report);
+  // Whether the store holds every pack record snapshot `needs` names (shipping.cpp).
+  Expected<bool> store_holds(const SnapshotNeeds& needs) const;
+  // Ships catalog snapshot `snapshot` (a file), then drops the older ones and the packs it
+  // no longer names from the store (ship_catalog.cpp).
+  Done ship_catalog(PackStore& store, const std::string& snapshot, const SnapshotNeeds& needs,
+                    ShipReport& report);
+  // How many snapshots a run takes before it gives up (a collection each time between).
+  static constexpr int kSnapshotAttempts = 3;
 
   // --- constant after construction
   std::string root_;

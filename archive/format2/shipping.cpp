@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -76,19 +78,39 @@ Expected<ShipBacklog> Format2Layout::ship_backlog(const std::string& store) {
 
 Done Format2Layout::ship(PackStore& store, ShipReport& report) {
   TRY(catalog_->set_ship_target(store.where()));
-  TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
-  for (const std::string& name : removals) {
-    disk_.step("ship-remove");
-    if (auto removed = store.remove(name); !removed) {
-      return in_context(fmt::format("removing pack {} from {}", name, store.where()),
-                        removed.fault());
+  // The snapshot is taken first, then the packs are shipped, so that the store holds every
+  // pack record it names before it goes (FORMAT.md, "Shipping"). A collection may drop a
+  // pack it names before that pack was shipped: then it is taken again.
+  const std::string snapshot = fmt::format("{}/tmp/{}-catalog-snapshot.db", root_, ::getpid());
+  const Defer gone([&] { ::unlink(snapshot.c_str()); });
+  for (int attempt = 1;; ++attempt) {
+    ::unlink(snapshot.c_str());
+    TRY(catalog_->copy_to(snapshot));
+    TRY_ASSIGN(const Catalog copy, Catalog::open(snapshot, OpenMode::ReadOnly));
+    TRY_ASSIGN(const SnapshotNeeds needs, copy.snapshot_needs());
+    TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
+    for (const PackShipping& pack : packs) TRY(ship_pack(store, pack, report));
+    TRY_ASSIGN(const bool held, store_holds(needs));
+    if (held) return ship_catalog(store, snapshot, needs, report);
+    if (attempt == kSnapshotAttempts) {
+      return retry(fmt::format(
+          "a collection dropped packs the catalog's snapshot named before they were shipped, "
+          "{} times in a row: the catalog is shipped by the next run",
+          kSnapshotAttempts));
     }
-    TRY(catalog_->forget_unshipped(name));
-    ++report.packs_removed;
   }
+}
+
+Expected<bool> Format2Layout::store_holds(const SnapshotNeeds& needs) const {
   TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
-  for (const PackShipping& pack : packs) TRY(ship_pack(store, pack, report));
-  return Ok{};
+  std::unordered_map<std::string_view, std::uint64_t> shipped;
+  for (const PackShipping& pack : packs) {
+    if (pack.size) shipped.emplace(pack.name, *pack.size);
+  }
+  return std::all_of(needs.packs.begin(), needs.packs.end(), [&](const auto& need) {
+    const auto it = shipped.find(need.first);
+    return it != shipped.end() && it->second >= need.second;
+  });
 }
 
 Done Format2Layout::ship_pack(PackStore& store, const PackShipping& pack, ShipReport& report) {

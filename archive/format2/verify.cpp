@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "archive/format2/layout.hpp"
+#include "archive/pack_cache.hpp"
 #include "archive/verify.hpp"
 #include "common/dirs.hpp"
 #include "common/escape.hpp"
@@ -42,8 +43,10 @@ std::optional<std::string> check_blob(int pack, const std::string& id, const Blo
 // Every blob of `blobs` (sorted by pack and offset) read back from its pack, decompressed
 // and re-hashed, on a thread per core (at most 4), each taking the next whole pack (read in
 // file order); each blob's problem, if any, at its index. Nothing when `cancelled` said so midway.
+// Packs are read from `packs`, each fetched whole first through `fetcher` when there is one.
 std::optional<std::vector<std::optional<std::string>>> check_blobs(
-    const std::string& packs, const std::vector<std::pair<std::string, BlobRef>>& blobs,
+    const std::string& packs, PackFetcher* fetcher,
+    const std::vector<std::pair<std::string, BlobRef>>& blobs,
     const std::function<bool()>& cancelled, const std::function<void(std::string_view)>& progress) {
   std::vector<std::size_t> starts;  // where each pack's blobs begin
   for (std::size_t i = 0; i < blobs.size(); ++i) {
@@ -56,6 +59,20 @@ std::optional<std::vector<std::optional<std::string>>> check_blobs(
   const auto work = [&](bool reports) {
     for (std::size_t p = next_pack++; p < starts.size() && !stopped; p = next_pack++) {
       const std::size_t end = p + 1 < starts.size() ? starts[p + 1] : blobs.size();
+      PackPin pin;
+      if (fetcher != nullptr) {
+        auto fetched = fetcher->fetch_whole(blobs[starts[p]].second.pack);
+        if (fetched) pin = std::move(*fetched);
+        if (!fetched) {
+          for (std::size_t i = starts[p]; i < end; ++i) {
+            found[i] =
+                fmt::format("blob {} is in pack {}, which cannot be read: {}", blobs[i].first,
+                            blobs[i].second.pack, unprefixed_message(fetched.fault()));
+          }
+          checked += end - starts[p];
+          continue;
+        }
+      }
       UniqueFd pack(::open(pack_file(packs, blobs[starts[p]].second.pack).c_str(),
                            O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
       for (std::size_t i = starts[p]; i < end; ++i) {
@@ -170,7 +187,7 @@ void Format2Layout::begin_verify_storage() {
   early_check_->catalog_view = reader();  // none: verify_storage checks on this view
   early_check_->thread = std::jthread([this, check = early_check_.get()] {
     const auto stop = [this, check] { return check->stop || cancelled(); };
-    auto found = check_blobs(root_ + "/packs", check->blobs, stop, {});
+    auto found = check_blobs(root_ + "/packs", hooks_.packs_from.get(), check->blobs, stop, {});
     if (!found) return;
     check->keys.reserve(check->blobs.size());
     for (std::size_t i = 0; i < check->blobs.size(); ++i) {
@@ -195,7 +212,7 @@ std::optional<std::vector<std::optional<std::string>>> Format2Layout::blob_probl
     const std::function<void(std::string_view)>& progress) {
   const auto cancel = [this] { return cancelled(); };
   const std::string packs = root_ + "/packs";
-  if (!early) return check_blobs(packs, blobs, cancel, progress);
+  if (!early) return check_blobs(packs, hooks_.packs_from.get(), blobs, cancel, progress);
   if (!early->finished) return std::nullopt;
   if (progress) progress(fmt::format("checked {} blobs", early->keys.size()));
   std::vector<std::optional<std::string>> found(blobs.size());
@@ -212,7 +229,7 @@ std::optional<std::vector<std::optional<std::string>>> Format2Layout::blob_probl
     rest.push_back(blobs[i]);
     rest_at.push_back(i);
   }
-  auto rest_found = check_blobs(packs, rest, cancel, progress);
+  auto rest_found = check_blobs(packs, hooks_.packs_from.get(), rest, cancel, progress);
   if (!rest_found) return std::nullopt;
   for (std::size_t j = 0; j < rest.size(); ++j) found[rest_at[j]] = std::move((*rest_found)[j]);
   return found;
@@ -256,7 +273,9 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
   for (const auto& id : users.ids()) {
     report.problems.push_back(fmt::format("missing blob {}; {}", id, users.text(id)));
   }
-  count_unindexed_records(packs, indexed_per_pack, report);
+  // Read from a pack store, packs/ holds only what was fetched: the store's records are
+  // checked, not counted.
+  if (!hooks_.packs_from) count_unindexed_records(packs, indexed_per_pack, report);
 }
 
 }  // namespace tw::archive
