@@ -24,5 +24,6 @@ add_dependencies(retried_requests_tests timewarp-fault-archiver)
 # The monitor's shipping runs, against the S3 gateway scripts/test starts.
 tw_add_test(monitor_ship_tests EXECUTABLES
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/monitor_ship_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/store_restore_test.cpp
   LIBS timewarp_common timewarp_db timewarp_test_gateway
   LABELS integration objstore)

@@ -3,6 +3,8 @@
 // TW_S3_REGION), and buckets of a test's own on it.
 #pragma once
 
+#include <chrono>
+
 #include <string>
 
 #include <gtest/gtest.h>
@@ -26,5 +28,11 @@ BucketConfig gateway(const std::string& bucket);
 
 // A bucket of the test's own, made on the gateway.
 Bucket fresh_bucket();
+
+// Stops the gateway process (radosgw serving TW_S3_ENDPOINT: SIGTERM, SIGKILL after 10 s),
+// leaves it down for `down`, starts it again as it was (its arguments, environment and
+// folder; in a session of its own, so that the stop of scripts/test still finds it by its
+// configuration) and waits up to 30 s until it answers. What went wrong, or "".
+std::string restart_gateway(std::chrono::milliseconds down);
 
 }  // namespace tw::objstore
