@@ -36,6 +36,7 @@ struct CheckArgs {
   bool escaped = false;
   bool content = false;
   bool json = false;
+  bool from_store = false;
 };
 
 int fail(std::string_view message, int code) {
@@ -190,7 +191,7 @@ bool unknown_anywhere(const archive::Store& store, const std::string& path) {
 int run_check(const Config& config, const CheckArgs& args) {
   auto plan = make_plan(config, args);
   if (!plan) return fail(plan.error(), 2);
-  auto store = open_store(config);
+  auto store = open_store(config, args.from_store);
   if (!store) return fail(store.error(), 2);
   for (const auto& path : plan->paths) {
     if (unknown_anywhere(*store, path)) {
@@ -239,6 +240,7 @@ void add_check_command(CLI::App& app, Config& config, std::function<int()>& run)
   check->add_flag("--content", args->content,
                   "also re-read every file and compare its SHA-256 with the archived one");
   check->add_flag("--json", args->json, "print one JSON document instead of lines");
+  add_from_store_flag(*check, args->from_store);
   run_when_parsed(*check, run, [&config, args] { return run_check(config, *args); });
 }
 

@@ -13,6 +13,7 @@
 
 #include "integration/convergence_generator.hpp"
 #include "integration/convergence_harness.hpp"
+#include "objstore/gateway.hpp"
 #include "support/test_support.hpp"
 
 int main(int argc, char** argv) {
@@ -62,6 +63,9 @@ int main(int argc, char** argv) {
   app.add_option("--forget-chance", options.retention.forget_chance,
                  "with --retention: chance a forget starts in a burst")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--bucket", options.bucket,
+               "ship to the S3 gateway TW_S3_* names every second, restart it among the "
+               "faults, and check the bucket alone");
   app.add_option("--keep", options.keep_dir, "keep each failed trial's directory under DIR");
   app.add_flag("--quiet", quiet, "no report after a failed trial's line");
   bool show_log = false;
@@ -87,6 +91,12 @@ int main(int argc, char** argv) {
   if (no_monitor) f.kill_monitor = false;
   if (no_database) f.restart_database = false;
   if (no_second) f.second_scheduler = false;
+  if (options.bucket && !tw::objstore::store_configured()) {
+    std::cerr << "timewarp-bench-soak: --bucket needs TW_S3_ENDPOINT, TW_S3_ACCESS_KEY, "
+                 "TW_S3_SECRET_KEY and TW_S3_REGION (scripts/lib/ceph.sh starts a gateway)\n";
+    return 2;
+  }
+  f.restart_gateway = options.bucket && !no_faults;
 
   int passed = 0, failed = 0;
   for (int i = 0; i < trials; ++i) {

@@ -1,6 +1,10 @@
 #include "integration/convergence_faults.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <stdexcept>
+
+#include "objstore/gateway.hpp"
 
 namespace tw::test::convergence {
 
@@ -15,6 +19,7 @@ std::string Faults::describe() const {
   add(kill_monitor, "kill-monitor");
   add(restart_database, "restart-database");
   add(second_scheduler, "second-scheduler");
+  add(restart_gateway, "restart-gateway");
   return out.empty() ? "none" : out;
 }
 
@@ -32,6 +37,7 @@ FaultInjector::FaultInjector(System& system, std::uint64_t seed, EventLog& log, 
     }
   }
   if (faults.second_scheduler) kinds_.push_back(Kind::SecondScheduler);
+  if (faults.restart_gateway) kinds_.push_back(Kind::RestartGateway);
 }
 
 int FaultInjector::strike_point(int n, double chance) {
@@ -65,6 +71,13 @@ void FaultInjector::fire() {
         system_.start_second_scheduler();
       }
       break;
+    case Kind::RestartGateway: {
+      log_.add("fault", "restart the S3 gateway (down 0.5 s)");
+      const std::string failed = objstore::restart_gateway(std::chrono::milliseconds(500));
+      if (!failed.empty()) throw std::runtime_error("restarting the gateway: " + failed);
+      log_.add("fault", "the S3 gateway answers again");
+      break;
+    }
   }
 }
 

@@ -22,8 +22,10 @@ struct Faults {
   bool kill_monitor = true;      // SIGKILL of the monitor; started again with the same arguments
   bool restart_database = true;  // pg_ctl restart (needs TW_PG_DATADIR; the test runs alone)
   bool second_scheduler = true;  // a second scheduler, SIGSTOPped holding items, then killed
+  // The S3 gateway stopped and started again (the trial's bucket variant only).
+  bool restart_gateway = false;
 
-  static Faults none() { return {false, false, false, false, false, false}; }
+  static Faults none() { return {false, false, false, false, false, false, false}; }
   bool any_process_fault() const {
     return kill_archiver || kill_scheduler || kill_monitor || restart_database || second_scheduler;
   }
@@ -46,7 +48,14 @@ class FaultInjector {
   int fired() const { return fired_; }
 
  private:
-  enum class Kind { KillArchiver, KillScheduler, KillMonitor, RestartDatabase, SecondScheduler };
+  enum class Kind {
+    KillArchiver,
+    KillScheduler,
+    KillMonitor,
+    RestartDatabase,
+    SecondScheduler,
+    RestartGateway
+  };
 
   System& system_;
   std::mt19937_64 rng_;

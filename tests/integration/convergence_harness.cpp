@@ -15,6 +15,7 @@
 #include "common/escape.hpp"
 #include "integration/convergence_generator.hpp"
 #include "integration/convergence_system.hpp"
+#include "objstore/gateway.hpp"
 #include "support/test_support.hpp"
 #include "support/tree_snapshot.hpp"
 
@@ -41,10 +42,12 @@ std::string make_work_dir() {
 }
 
 // Runs `timewarp` with the archive; stdout and stderr together in `output`.
-int cli(const std::string& archive, std::vector<std::string> args, std::string& output) {
-  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", cli_exe(),
-                                   "--backup-root=" + archive};
+// `timewarp ARGS` reading the archive `archive` names (its options, after ARGS).
+int cli(const std::vector<std::string>& archive, std::vector<std::string> args,
+        std::string& output) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", cli_exe()};
   argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), archive.begin(), archive.end());
   return run_command(argv, &output);
 }
 
@@ -113,9 +116,16 @@ class Trial {
  private:
   void operate(FaultInjector& injector, TreeGenerator& generator, std::mt19937_64& rng);
   std::optional<Moment> quiet(System& system, FaultInjector& injector, int index);
-  void check_moment(const std::string& archive, const std::string& src, const Moment& m);
-  void check_current(const std::string& archive, const std::string& src);
+  void check_moment(const std::vector<std::string>& archive, const std::string& src,
+                    const Moment& m);
+  void check_current(const std::vector<std::string>& archive, const std::string& src);
   void fail(const std::string& section) { failures_.push_back(section); }
+  // The bucket variant's store, as options of the monitor and of `timewarp` (nothing
+  // without it).
+  std::vector<std::string> store_args() const;
+  // The options of `timewarp` that name the archive the checks read: the backup root, or
+  // in the bucket variant the bucket alone (the backup root set aside first).
+  std::vector<std::string> archive_to_check();
 
   std::int64_t clock_now() const { return retention_ ? retention_->now() : wall_ns(); }
 
@@ -141,6 +151,7 @@ class Trial {
   int thinned_ = 0;         // moments refused as thinned (not kept by every forget)
   int folder_thinned_ = 0;  // moments restored without the folder its own policy thinned
   std::string work_;
+  std::string bucket_;  // the bucket variant's, on the S3 gateway
   EventLog log_;
   std::vector<Moment> moments_;
   std::vector<std::string> failures_;
@@ -218,7 +229,8 @@ std::optional<Moment> Trial::quiet(System& system, FaultInjector& injector, int 
   return m;
 }
 
-void Trial::check_moment(const std::string& archive, const std::string& src, const Moment& m) {
+void Trial::check_moment(const std::vector<std::string>& archive, const std::string& src,
+                         const Moment& m) {
   const std::string dest = fmt::format("{}/restore-{}", work_, m.index);
   std::string output;
   const int rc = cli(archive, {"restore", src, "--at", at_text(m.at_ns), "--to", dest}, output);
@@ -260,7 +272,7 @@ void Trial::check_moment(const std::string& archive, const std::string& src, con
   fail(section);
 }
 
-void Trial::check_current(const std::string& archive, const std::string& src) {
+void Trial::check_current(const std::vector<std::string>& archive, const std::string& src) {
   std::string output;
   if (check_command_exists()) {
     const int rc = cli(archive, {"check", src}, output);
@@ -290,6 +302,11 @@ Result Trial::run() {
     settings.proxy = options_.faults.retry;
     settings.seed = options_.seed;
     settings.retry_permille = options_.retry_permille;
+    if (options_.bucket) {
+      bucket_ = objstore::fresh_bucket().config().bucket;
+      settings.store_args = store_args();
+      settings.store_args.push_back("--ship-interval=1");
+    }
     RetentionSettings retention = options_.retention;
     retention.kill = retention.kill || options_.faults.any_process_fault();
     // One folder of the sources, made before the first operation, keeps fewer moments than
@@ -337,9 +354,9 @@ Result Trial::run() {
     const int status = system.stop();
     if (status != 0) notes_.push_back(fmt::format("monitor exit status {} at the end", status));
   }
-  const std::string archive = work_ + "/archive";
   const std::string src = work_ + "/src";
   try {
+    const std::vector<std::string> archive = archive_to_check();
     for (const auto& m : moments_) check_moment(archive, src, m);
     if (!moments_.empty()) check_current(archive, src);
   } catch (const std::exception& e) {
@@ -391,6 +408,28 @@ Result Trial::run() {
 }
 
 }  // namespace
+
+std::vector<std::string> Trial::store_args() const {
+  if (bucket_.empty()) return {};
+  const objstore::BucketConfig store = objstore::gateway(bucket_);
+  return {"--store-endpoint=" + store.endpoint,
+          "--store-bucket=" + store.bucket,
+          "--store-prefix=convergence",
+          "--store-region=" + store.region,
+          "--store-access-key=" + store.access_key,
+          "--store-secret-key=" + store.secret_key};
+}
+
+std::vector<std::string> Trial::archive_to_check() {
+  if (bucket_.empty()) return {"--backup-root=" + work_ + "/archive"};
+  std::filesystem::rename(work_ + "/archive", work_ + "/archive-set-aside");
+  log_.add("system", "backup root set aside: the checks read the bucket alone");
+  auto args = store_args();
+  args.insert(args.begin(), "--from-store");
+  args.push_back("--cache-dir=" + work_ + "/cache");
+  args.push_back("--cache-size=67108864");
+  return args;
+}
 
 Result run_trial(const Options& options) { return Trial(options).run(); }
 

@@ -48,6 +48,10 @@ struct Options {
   // (convergence_retention.hpp); its forgets and collections are killed now and then when
   // any process fault is on.
   RetentionSettings retention;
+  // The bucket variant: the monitor ships to a fresh bucket of the S3 gateway (TW_S3_*)
+  // every second, and the checks read the archive from the bucket alone (`--from-store`),
+  // the backup root set aside once the monitor stopped (its last shipping run done).
+  bool bucket = false;
 };
 
 struct Result {

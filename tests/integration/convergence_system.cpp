@@ -105,6 +105,7 @@ std::vector<std::string> System::monitor_args() const {
       "--scheduler-exe=" + scheduler_exe(),
       "--timewarp-exe=" + cli_exe(),
   };
+  args.insert(args.end(), settings_.store_args.begin(), settings_.store_args.end());
   const bool hooked = !settings_.hooked_archiver_args.empty();
   const std::string archiver = hooked ? hooked_archiver_path() : archiver_exe();
   for (const auto& arg : settings_.hooked_archiver_args) args.push_back("--archiver-arg=" + arg);

@@ -45,6 +45,8 @@ struct SystemSettings {
   // Archivers are timewarp-hooked-archiver with these arguments (the trial's clock), and the
   // monitor runs no retention of its own (it would read the real clock).
   std::vector<std::string> hooked_archiver_args;
+  // More monitor arguments: the pack store and its shipping runs (the bucket variant).
+  std::vector<std::string> store_args;
 };
 
 class System {
