@@ -17,28 +17,8 @@ namespace {
 using namespace std::chrono_literals;
 using objstore::store_configured;
 
-// The packs under `root`, by name.
-std::map<std::string, std::string> local_packs(const std::string& root) {
-  std::map<std::string, std::string> out;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(root + "/packs")) {
-    if (entry.is_regular_file()) out[entry.path().stem().string()] = test::read_file(entry.path());
-  }
-  return out;
-}
-
-// The packs in `bucket` under `prefix`/packs/, by name (nothing when it cannot be read).
-std::map<std::string, std::string> bucket_packs(objstore::Bucket& bucket,
-                                                const std::string& prefix) {
-  std::map<std::string, std::string> out;
-  const std::string under = prefix + "/packs/";
-  auto listed = bucket.list(under);
-  if (!listed) return out;
-  for (const auto& object : *listed) {
-    auto bytes = bucket.get(object.key);
-    if (bytes) out[object.key.substr(under.size())] = *bytes;
-  }
-  return out;
-}
+using objstore::bucket_packs;
+using objstore::local_packs;
 
 // Starts the monitor with `args` and the gateway's bucket `store` under `prefix`, its keys in
 // the monitor's environment.

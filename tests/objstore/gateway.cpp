@@ -45,6 +45,29 @@ Bucket fresh_bucket() {
   return std::move(bucket.value());
 }
 
+std::map<std::string, std::string> local_packs(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root + "/packs")) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    out[entry.path().stem().string()] =
+        std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  return out;
+}
+
+std::map<std::string, std::string> bucket_packs(Bucket& bucket, const std::string& prefix) {
+  std::map<std::string, std::string> out;
+  const std::string under = prefix + "/packs/";
+  auto listed = bucket.list(under);
+  if (!listed) return out;
+  for (const auto& object : *listed) {
+    auto bytes = bucket.get(object.key);
+    if (bytes) out[object.key.substr(under.size())] = *bytes;
+  }
+  return out;
+}
+
 namespace {
 
 // The NUL-separated strings of /proc/PID/<what>.

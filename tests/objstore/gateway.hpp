@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <string>
 
 #include <string>
 
@@ -28,6 +30,12 @@ BucketConfig gateway(const std::string& bucket);
 
 // A bucket of the test's own, made on the gateway.
 Bucket fresh_bucket();
+
+// The pack files under backup root `root`, by name.
+std::map<std::string, std::string> local_packs(const std::string& root);
+
+// The packs in `bucket` under `prefix`/packs/, by name (nothing when it cannot be read).
+std::map<std::string, std::string> bucket_packs(Bucket& bucket, const std::string& prefix);
 
 // Stops the gateway process (radosgw serving TW_S3_ENDPOINT: SIGTERM, SIGKILL after 10 s),
 // leaves it down for `down`, starts it again as it was (its arguments, environment and

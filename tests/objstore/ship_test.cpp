@@ -80,24 +80,10 @@ class ShipTest : public ::testing::Test {
   // The bucket's packs by name, and the archive's.
   std::map<std::string, std::string> shipped() {
     auto bucket = Bucket::open(gateway(bucket_name_));
-    std::map<std::string, std::string> out;
-    const std::string prefix = fmt::format("{}/packs/", kPrefix);
-    auto listed = bucket->list(prefix);
-    EXPECT_TRUE(listed) << listed.failure().message;
-    for (const ObjectInfo& object : *listed) {
-      auto bytes = bucket->get(object.key);
-      EXPECT_TRUE(bytes) << bytes.failure().message;
-      out[object.key.substr(prefix.size())] = *bytes;
-    }
-    return out;
+    EXPECT_TRUE(bucket) << (bucket ? "" : bucket.error());
+    return bucket_packs(*bucket, std::string(kPrefix));
   }
-  std::map<std::string, std::string> local() {
-    std::map<std::string, std::string> out;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(root_ + "/packs")) {
-      if (entry.is_regular_file()) out[entry.path().stem().string()] = read_file(entry.path());
-    }
-    return out;
-  }
+  std::map<std::string, std::string> local() { return local_packs(root_); }
 
   static bool any_holds(const std::map<std::string, std::string>& objects,
                         const std::string& needle) {
