@@ -207,6 +207,9 @@ struct ShipBacklog {
   std::uint64_t shipped_packs = 0;  // in the store and current
   std::uint64_t shipped_bytes = 0;
   std::optional<std::int64_t> last_shipped_ns;  // when the last pack was shipped
+  // When the store last got a snapshot of the catalog: what was archived since is lost
+  // with the host, though its packs may be in the store.
+  std::optional<std::int64_t> catalog_shipped_ns;
 };
 
 // What an archive takes on disk and how much of it its versions use (Store::space). A

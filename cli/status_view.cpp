@@ -302,6 +302,10 @@ std::string shipping_text(const ArchiveStatus& archive, double age, const Paint&
     out += fmt::format(", the last {} ago", duration(age_of(archive, *b.last_shipped_ns, age)));
   }
   if (b.removals > 0) out += fmt::format("; {} to remove from it", b.removals);
+  out += b.catalog_shipped_ns
+             ? fmt::format("; the catalog {} ago",
+                           duration(age_of(archive, *b.catalog_shipped_ns, age)))
+             : paint.yellow("; the catalog never (the store cannot be restored from yet)");
   return out;
 }
 
@@ -413,7 +417,8 @@ Json archive_json(const ArchiveStatus& archive, double age) {
                 {"removals_pending", b->removals},
                 {"packs_shipped", b->shipped_packs},
                 {"bytes_shipped", b->shipped_bytes},
-                {"last_shipped_age_seconds", age_or_null(b->last_shipped_ns)}};
+                {"last_shipped_age_seconds", age_or_null(b->last_shipped_ns)},
+                {"catalog_shipped_age_seconds", age_or_null(b->catalog_shipped_ns)}};
   }
   doc["shipping"] = std::move(shipping);
   return doc;

@@ -151,6 +151,40 @@ Done Catalog::copy_to(const std::string& file) const {
   return Ok{};
 }
 
+Done Catalog::record_catalog_shipped(const std::string& store, const std::string& name,
+                                     std::int64_t at_ns) {
+  return impl_->in_transaction([&]() -> Done {
+    TRY(impl_->db.exec(
+        "CREATE TABLE IF NOT EXISTS catalog_shipped(id INTEGER PRIMARY KEY CHECK (id = 1), "
+        "store TEXT NOT NULL, name TEXT NOT NULL, at_ns INTEGER NOT NULL)"));
+    TRY_ASSIGN(auto s,
+               impl_->statement("INSERT OR REPLACE INTO catalog_shipped(id, store, name, at_ns) "
+                                "VALUES (1, ?1, ?2, ?3)"));
+    sqlite::bind_text(s, 1, store);
+    sqlite::bind_text(s, 2, name);
+    sqlite3_bind_int64(s, 3, at_ns);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      return archive_fault(Error{impl_->failure("recording the catalog shipped")});
+    }
+    return Ok{};
+  });
+}
+
+Expected<std::optional<std::int64_t>> Catalog::catalog_shipped(const std::string& store) const {
+  return impl_->read([&]() -> Expected<std::optional<std::int64_t>> {
+    TRY_ASSIGN(auto exists, impl_->statement("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                             "AND name = 'catalog_shipped'"));
+    if (sqlite3_step(exists) != SQLITE_ROW) return std::optional<std::int64_t>();
+    TRY_ASSIGN(auto s, impl_->statement("SELECT at_ns FROM catalog_shipped WHERE store = ?1"));
+    sqlite::bind_text(s, 1, store);
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) return std::optional<std::int64_t>();
+    if (rc != SQLITE_ROW)
+      return archive_fault(Error{impl_->failure("reading the catalog shipped")});
+    return std::optional<std::int64_t>(sqlite3_column_int64(s, 0));
+  });
+}
+
 Expected<SnapshotNeeds> Catalog::snapshot_needs() const {
   TRY_ASSIGN(SnapshotNeeds out, impl_->read([&]() -> Expected<SnapshotNeeds> {
     SnapshotNeeds needs;

@@ -63,6 +63,7 @@ Done Format2Layout::ship_catalog(PackStore& store, const std::string& snapshot,
   }
   report.catalog = "catalog/" + name;
   report.catalog_bytes = packed.size();
+  TRY(catalog_->record_catalog_shipped(store.where(), report.catalog, now_ns()));
   for (const std::string& older : *names) {
     if (older >= name) continue;
     if (auto removed = store.remove_file("catalog/" + older); !removed) {

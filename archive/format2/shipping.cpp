@@ -57,6 +57,9 @@ Expected<ShipBacklog> Format2Layout::ship_backlog(const std::string& store) {
   const bool ours = target == store;  // else the records are another store's
   TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
   if (ours) out.removals = removals.size();
+  if (ours) {
+    TRY_ASSIGN(out.catalog_shipped_ns, catalog_->catalog_shipped(store));
+  }
   TRY_ASSIGN(std::vector<PackShipping> packs, catalog_->packs_shipping());
   for (PackShipping& pack : packs) {
     if (!ours) pack.size.reset();

@@ -389,6 +389,7 @@ TEST(StatusCommand, ArchiveSectionShowsWhatIsNotShippedYet) {
   EXPECT_GE(shipping.at("oldest_pending_age_seconds").get<double>(), 0.0);
   EXPECT_EQ(shipping.at("packs_shipped"), 0);
   EXPECT_TRUE(shipping.at("last_shipped_age_seconds").is_null());
+  EXPECT_TRUE(shipping.at("catalog_shipped_age_seconds").is_null());
   EXPECT_TRUE(cli_json(db, {"--backup-root=" + root, "status", "--json"})
                   .at("archive")
                   .at("shipping")

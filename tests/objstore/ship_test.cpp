@@ -109,6 +109,7 @@ TEST_F(ShipTest, TheBucketHoldsThePacksByteForByteEachShippedOnceWhole) {
     EXPECT_EQ(backlog->packs, 1u);
     EXPECT_GE(backlog->bytes, 10u * 50'000);
     EXPECT_TRUE(backlog->oldest_ns.has_value());
+    EXPECT_FALSE(backlog->catalog_shipped_ns.has_value()) << "nothing shipped yet";
     // The writer's pack, which it still appends to: its committed records are shipped.
     ShipReport busy;
     ASSERT_TRUE(ship(to, busy));
@@ -131,6 +132,11 @@ TEST_F(ShipTest, TheBucketHoldsThePacksByteForByteEachShippedOnceWhole) {
   EXPECT_EQ(backlog->packs, 0u);
   EXPECT_EQ(backlog->shipped_packs, 1u);
   EXPECT_TRUE(backlog->last_shipped_ns.has_value());
+  ASSERT_TRUE(backlog->catalog_shipped_ns.has_value()) << "each run ships the catalog";
+  EXPECT_GE(*backlog->catalog_shipped_ns, *backlog->last_shipped_ns);
+  auto elsewhere = store.ship_backlog(where() + "-elsewhere");
+  ASSERT_TRUE(elsewhere) << elsewhere.error();
+  EXPECT_FALSE(elsewhere->catalog_shipped_ns.has_value()) << "that record is about another store";
 }
 
 TEST_F(ShipTest, AnotherStoreGetsEveryPackAgain) {
