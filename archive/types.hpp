@@ -193,6 +193,7 @@ struct ShipReport {
   std::uint64_t packs_busy = 0;     // written to still: their committed records shipped
   std::string catalog;              // the catalog snapshot shipped ("catalog/NAME")
   std::uint64_t catalog_bytes = 0;  // its size in the store (compressed)
+  bool catalog_unchanged = false;   // the store's newest snapshot restores the same: none sent
 };
 
 // What the pack store does not hold yet (Store::ship_backlog): the packs on the local disk

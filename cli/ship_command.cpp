@@ -37,6 +37,8 @@ std::string report_text(const ar::ShipReport& r, const std::string& where) {
   }
   if (!r.catalog.empty()) {
     out += fmt::format("; the catalog as {} ({})", r.catalog, bytes_text(r.catalog_bytes));
+  } else if (r.catalog_unchanged) {
+    out += "; the catalog unchanged since it was last shipped";
   }
   return out + "\n";
 }
@@ -48,7 +50,8 @@ nlohmann::json report_json(const ar::ShipReport& r, const std::string& where) {
           {"packs_removed", r.packs_removed},
           {"packs_busy", r.packs_busy},
           {"catalog", r.catalog.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.catalog)},
-          {"catalog_bytes", r.catalog_bytes}};
+          {"catalog_bytes", r.catalog_bytes},
+          {"catalog_unchanged", r.catalog_unchanged}};
 }
 
 int run_ship(const Config& config, const ShipArgs& args) {

@@ -231,13 +231,23 @@ class Catalog {
   // Writes the catalog as one commit left it to the new file `file` (SQLite's online backup,
   // in one read), in rollback-journal mode: a file readable alone, anywhere.
   Done copy_to(const std::string& file) const;
-  // Records that store `store` got a snapshot named `name` at `at_ns`; and when the store
-  // got the last one (nothing: never, or the record is about another store). Kept in a
-  // table outside the schema's version (catalog_shipped, made by the first shipper that
-  // records one), so an archive an earlier release wrote opens as before.
-  Done record_catalog_shipped(const std::string& store, const std::string& name,
-                              std::int64_t at_ns);
-  Expected<std::optional<std::int64_t>> catalog_shipped(const std::string& store) const;
+  // Records that store `store` got a snapshot named `name` at `at_ns`, whose content
+  // fingerprint() was `fingerprint`; and what the store got last (nothing: never, or the
+  // record is about another store). Kept in a table outside the schema's version
+  // (catalog_shipped, made by the first shipper that records one), so an archive an
+  // earlier release wrote opens as before.
+  struct CatalogShipped {
+    std::string name;
+    std::int64_t at_ns = 0;
+    std::string fingerprint;
+  };
+  Done record_catalog_shipped(const std::string& store, const CatalogShipped& shipped);
+  Expected<std::optional<CatalogShipped>> catalog_shipped(const std::string& store) const;
+  // What changes whenever what a restore from this catalog gives back can change: the
+  // versions (the newest one's time and their count), the tree's nodes, the pins, the
+  // retention's kept moments, the blobs and the packs. Equal fingerprints: a snapshot would
+  // restore the same.
+  Expected<std::string> fingerprint() const;
   // What this catalog (a snapshot) needs of the store.
   Expected<SnapshotNeeds> snapshot_needs() const;
 

@@ -151,18 +151,19 @@ Done Catalog::copy_to(const std::string& file) const {
   return Ok{};
 }
 
-Done Catalog::record_catalog_shipped(const std::string& store, const std::string& name,
-                                     std::int64_t at_ns) {
+Done Catalog::record_catalog_shipped(const std::string& store, const CatalogShipped& shipped) {
   return impl_->in_transaction([&]() -> Done {
     TRY(impl_->db.exec(
         "CREATE TABLE IF NOT EXISTS catalog_shipped(id INTEGER PRIMARY KEY CHECK (id = 1), "
-        "store TEXT NOT NULL, name TEXT NOT NULL, at_ns INTEGER NOT NULL)"));
+        "store TEXT NOT NULL, name TEXT NOT NULL, at_ns INTEGER NOT NULL, "
+        "fingerprint TEXT NOT NULL)"));
     TRY_ASSIGN(auto s,
-               impl_->statement("INSERT OR REPLACE INTO catalog_shipped(id, store, name, at_ns) "
-                                "VALUES (1, ?1, ?2, ?3)"));
+               impl_->statement("INSERT OR REPLACE INTO catalog_shipped(id, store, name, at_ns, "
+                                "fingerprint) VALUES (1, ?1, ?2, ?3, ?4)"));
     sqlite::bind_text(s, 1, store);
-    sqlite::bind_text(s, 2, name);
-    sqlite3_bind_int64(s, 3, at_ns);
+    sqlite::bind_text(s, 2, shipped.name);
+    sqlite3_bind_int64(s, 3, shipped.at_ns);
+    sqlite::bind_text(s, 4, shipped.fingerprint);
     if (sqlite3_step(s) != SQLITE_DONE) {
       return archive_fault(Error{impl_->failure("recording the catalog shipped")});
     }
@@ -170,18 +171,41 @@ Done Catalog::record_catalog_shipped(const std::string& store, const std::string
   });
 }
 
-Expected<std::optional<std::int64_t>> Catalog::catalog_shipped(const std::string& store) const {
-  return impl_->read([&]() -> Expected<std::optional<std::int64_t>> {
+Expected<std::optional<Catalog::CatalogShipped>> Catalog::catalog_shipped(
+    const std::string& store) const {
+  using Found = std::optional<CatalogShipped>;
+  return impl_->read([&]() -> Expected<Found> {
     TRY_ASSIGN(auto exists, impl_->statement("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                                              "AND name = 'catalog_shipped'"));
-    if (sqlite3_step(exists) != SQLITE_ROW) return std::optional<std::int64_t>();
-    TRY_ASSIGN(auto s, impl_->statement("SELECT at_ns FROM catalog_shipped WHERE store = ?1"));
+    if (sqlite3_step(exists) != SQLITE_ROW) return Found();
+    TRY_ASSIGN(auto s, impl_->statement("SELECT name, at_ns, fingerprint FROM catalog_shipped "
+                                        "WHERE store = ?1"));
     sqlite::bind_text(s, 1, store);
     const int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE) return std::optional<std::int64_t>();
+    if (rc == SQLITE_DONE) return Found();
     if (rc != SQLITE_ROW)
       return archive_fault(Error{impl_->failure("reading the catalog shipped")});
-    return std::optional<std::int64_t>(sqlite3_column_int64(s, 0));
+    return Found(CatalogShipped{sqlite::column_bytes(s, 0), sqlite3_column_int64(s, 1),
+                                sqlite::column_bytes(s, 2)});
+  });
+}
+
+Expected<std::string> Catalog::fingerprint() const {
+  return impl_->read([&]() -> Expected<std::string> {
+    TRY_ASSIGN(
+        auto s,
+        impl_->statement(
+            "SELECT (SELECT coalesce(max(archived_at), 0) || '/' || count(*) FROM versions)"
+            " || ' ' || (SELECT count(*) FROM nodes)"
+            " || ' ' || (SELECT count(*) FROM pins)"
+            " || ' ' || coalesce((SELECT from_ns || '/' || hex(instants) FROM retention), '')"
+            " || ' ' || (SELECT count(*) FROM retention_folders)"
+            " || ' ' || (SELECT count(*) FROM blobs)"
+            " || ' ' || (SELECT coalesce(max(id), 0) || '/' || count(*) FROM packs)"));
+    if (sqlite3_step(s) != SQLITE_ROW) {
+      return archive_fault(Error{impl_->failure("reading the catalog's fingerprint")});
+    }
+    return sqlite::column_bytes(s, 0);
   });
 }
 

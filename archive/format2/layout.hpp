@@ -159,8 +159,10 @@ class Format2Layout final : public WritableLayout {
   Expected<bool> store_holds(const SnapshotNeeds& needs) const;
   // Ships catalog snapshot `snapshot` (a file), then drops the older ones and the packs it
   // no longer names from the store (ship_catalog.cpp).
-  Done ship_catalog(PackStore& store, const std::string& snapshot, const SnapshotNeeds& needs,
-                    ShipReport& report);
+  // A snapshot whose fingerprint is the one last shipped, with no pack to remove, is not
+  // shipped again: the store's restores the same.
+  Done ship_catalog(PackStore& store, const std::string& snapshot, const Catalog& copy,
+                    const SnapshotNeeds& needs, ShipReport& report);
   // How many snapshots a run takes before it gives up (a collection each time between).
   static constexpr int kSnapshotAttempts = 3;
 

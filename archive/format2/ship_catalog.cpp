@@ -37,11 +37,18 @@ Expected<std::vector<char>> compressed_file(const std::string& file) {
 
 }  // namespace
 
-Done Format2Layout::ship_catalog(PackStore& store, const std::string& snapshot,
+Done Format2Layout::ship_catalog(PackStore& store, const std::string& snapshot, const Catalog& copy,
                                  const SnapshotNeeds& needs, ShipReport& report) {
   const auto failed = [&](std::string_view what, const Fault& fault) {
     return in_context(fmt::format("{} {}", what, store.where()), fault);
   };
+  TRY_ASSIGN(const std::string fingerprint, copy.fingerprint());
+  TRY_ASSIGN(const auto last, catalog_->catalog_shipped(store.where()));
+  if (last && last->fingerprint == fingerprint && needs.unshipped.empty()) {
+    // The store's newest snapshot restores the same: it is as good as shipped now.
+    report.catalog_unchanged = true;
+    return catalog_->record_catalog_shipped(store.where(), {last->name, now_ns(), fingerprint});
+  }
   TRY_ASSIGN(const std::string format, read_small_file(root_ + "/FORMAT", 4096));
   if (auto put = store.put_file("FORMAT", format); !put) {
     return failed("shipping the archive's FORMAT to", put.fault());
@@ -63,7 +70,7 @@ Done Format2Layout::ship_catalog(PackStore& store, const std::string& snapshot,
   }
   report.catalog = "catalog/" + name;
   report.catalog_bytes = packed.size();
-  TRY(catalog_->record_catalog_shipped(store.where(), report.catalog, now_ns()));
+  TRY(catalog_->record_catalog_shipped(store.where(), {report.catalog, now_ns(), fingerprint}));
   for (const std::string& older : *names) {
     if (older >= name) continue;
     if (auto removed = store.remove_file("catalog/" + older); !removed) {

@@ -58,7 +58,8 @@ Expected<ShipBacklog> Format2Layout::ship_backlog(const std::string& store) {
   TRY_ASSIGN(const std::vector<std::string> removals, catalog_->unshipped());
   if (ours) out.removals = removals.size();
   if (ours) {
-    TRY_ASSIGN(out.catalog_shipped_ns, catalog_->catalog_shipped(store));
+    TRY_ASSIGN(const auto shipped, catalog_->catalog_shipped(store));
+    if (shipped) out.catalog_shipped_ns = shipped->at_ns;
   }
   TRY_ASSIGN(std::vector<PackShipping> packs, catalog_->packs_shipping());
   for (PackShipping& pack : packs) {
@@ -94,7 +95,7 @@ Done Format2Layout::ship(PackStore& store, ShipReport& report) {
     TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
     for (const PackShipping& pack : packs) TRY(ship_pack(store, pack, report));
     TRY_ASSIGN(const bool held, store_holds(needs));
-    if (held) return ship_catalog(store, snapshot, needs, report);
+    if (held) return ship_catalog(store, snapshot, copy, needs, report);
     if (attempt == kSnapshotAttempts) {
       return retry(fmt::format(
           "a collection dropped packs the catalog's snapshot named before they were shipped, "

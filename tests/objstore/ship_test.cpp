@@ -126,6 +126,8 @@ TEST_F(ShipTest, TheBucketHoldsThePacksByteForByteEachShippedOnceWhole) {
   ShipReport again;
   ASSERT_TRUE(ship(to, again));
   EXPECT_EQ(again.packs_shipped, 0u) << "a pack the store holds whole is not shipped again";
+  EXPECT_TRUE(again.catalog_unchanged) << "nor the catalog when it would restore the same";
+  EXPECT_TRUE(again.catalog.empty());
   Store store = open();
   auto backlog = store.ship_backlog(where());
   ASSERT_TRUE(backlog) << backlog.error();
