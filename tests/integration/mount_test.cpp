@@ -27,6 +27,8 @@
 
 #include "archive/store.hpp"
 #include "common/time.hpp"
+#include "objstore/gateway.hpp"
+#include "objstore/pack_store.hpp"
 #include "support/test_support.hpp"
 #include "support/tree_snapshot.hpp"
 
@@ -150,10 +152,12 @@ class MountFixture : public ::testing::Test {
     if (fuse_mounted(mnt_)) run_command({program("fusermount3"), "-u", "-z", mnt_.string()});
   }
 
-  // Starts `timewarp mount` and waits (bounded) until the mount is there.
-  void mount() {
-    const std::vector<std::string> args = {cli_exe(), "mount", mnt_.string(), "--backup-root",
-                                           (dir_ / "archive").string()};
+  // Starts `timewarp mount` of the backup root (or with `from` the archive it names) and
+  // waits (bounded) until the mount is there.
+  void mount(std::vector<std::string> from = {}) {
+    if (from.empty()) from = {"--backup-root", (dir_ / "archive").string()};
+    std::vector<std::string> args = {cli_exe(), "mount", mnt_.string()};
+    args.insert(args.end(), from.begin(), from.end());
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -278,6 +282,35 @@ TEST_F(MountFormat1Test, ShowsTheOldArchiveAsRestoreDoes) {
   ASSERT_EQ(::kill(pid_, SIGTERM), 0);
   EXPECT_EQ(wait_exit(), 0);
   EXPECT_FALSE(fuse_mounted(mnt_));
+}
+
+// The archive shipped to the S3 gateway, the backup root deleted: mounted from the bucket
+// alone (`--from-store`), latest/ and at/ show what restore from the backup root showed.
+TEST_F(MountTest, FromTheStoreShowsWhatTheBackupRootShowed) {
+  if (!objstore::store_configured()) GTEST_SKIP() << "TW_S3_ENDPOINT is not set";
+  const std::int64_t between = (kT1 + kT2) / 2;
+  const TreeSnapshot now = restored({}, "now");
+  const TreeSnapshot then = restored({std::nullopt, between}, "then");
+  const objstore::BucketConfig store = objstore::fresh_bucket().config();
+  {
+    auto writer = ar::Store::open((dir_ / "archive").string(), ar::Store::Mode::ReadWrite);
+    ASSERT_TRUE(writer) << writer.error();
+    auto bucket = objstore::Bucket::open(store);
+    ASSERT_TRUE(bucket) << bucket.error();
+    objstore::BucketPackStore packs(std::move(*bucket), "mounted-host");
+    ar::ShipReport report;
+    ASSERT_TRUE(writer->ship(packs, report));
+  }
+  fs::remove_all(dir_ / "archive");
+  mount({"--from-store", "--store-endpoint=" + store.endpoint, "--store-bucket=" + store.bucket,
+         "--store-prefix=mounted-host", "--store-region=" + store.region,
+         "--store-access-key=" + store.access_key, "--store-secret-key=" + store.secret_key,
+         "--cache-dir=" + (dir_ / "cache").string(), "--cache-size=67108864"});
+  EXPECT_EQ(diff_trees(now, snapshot_tree(mnt_ / "latest" / tree_.relative_path())), "");
+  const std::string instant = std::to_string(between / kNsPerSecond);
+  EXPECT_EQ(diff_trees(then, snapshot_tree(mnt_ / "at" / instant / tree_.relative_path())), "");
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(), 0);
 }
 
 TEST_F(MountTest, ShowsLatestAnInstantAndVersionsAsRestoreDoes) {
