@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "db/connection.hpp"
 #include "db/session.hpp"
@@ -22,6 +23,10 @@ struct MonitorRegistration {
 // Adds a row for a monitor watching `escaped_roots`.
 MonitorRegistration register_monitor(Connection& conn, const std::string& host, int pid,
                                      std::span<const std::string> escaped_roots, int archivers);
+
+// The other hosts whose monitors use this database now (a heartbeat in the last minute, not
+// stopped), sorted.
+std::vector<std::string> other_monitor_hosts(Connection& conn, const std::string& host);
 
 // Whether the row `id` is still there (a test or an operator may have emptied the table).
 bool monitor_registered(Connection& conn, std::int64_t id);

@@ -178,6 +178,15 @@ void Monitor::on_connect(db::Connection& conn) {
     const auto registered = db::register_monitor(conn, hostname(), static_cast<int>(::getpid()),
                                                  roots, config_.archivers);
     monitor_id_ = registered.id;
+    if (const auto others = db::other_monitor_hosts(conn, hostname()); !others.empty()) {
+      // The queue is one for the whole database (ARCHITECTURE.md, "Object store"): a
+      // scheduler here would archive another host's changes as its own disk has them.
+      spdlog::warn(
+          "monitors of other hosts use this database too ({}): every scheduler takes any "
+          "host's queued changes, so hosts that archive sources of their own need a database "
+          "each (one PostgreSQL server may hold them all)",
+          fmt::join(others, ", "));
+    }
     // At start the configuration decides; later `timewarp archivers N` does.
     if (!control_applied_at_) control_applied_at_ = registered.registered_at;
   }

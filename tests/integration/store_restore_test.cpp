@@ -143,5 +143,27 @@ TEST(StoreRestore, TwoHostsRestoreFromTheBucketAloneThroughAGatewayRestartAndAKi
   }
 }
 
+// A monitor that finds another host's monitor on its database says that hosts archiving
+// their own sources need a database each (the queue is not partitioned by host).
+TEST(StoreRestore, AMonitorSharingItsDatabaseWithAnotherHostSaysSo) {
+  TW_REQUIRE_DATABASE();
+  test::MonitorHarness h;
+  h.start({"--archivers=1"});
+  ASSERT_TRUE(h.wait_catchup());
+  const std::string warning = "monitors of other hosts use this database too";
+  EXPECT_EQ(test::read_file(h.log_file()).find(warning), std::string::npos)
+      << "alone on its database";
+  EXPECT_EQ(h.stop(), 0);
+  {
+    auto conn = h.db().connect();
+    conn.query("INSERT INTO timewarp.monitors (host, pid) VALUES ('another-host', 1)");
+  }
+  h.start({"--archivers=1"});
+  ASSERT_TRUE(h.wait_catchup());
+  const std::string log = test::read_file(h.log_file());
+  EXPECT_NE(log.find(warning + " (another-host)"), std::string::npos) << log;
+  EXPECT_EQ(h.stop(), 0);
+}
+
 }  // namespace
 }  // namespace tw
