@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,6 +24,7 @@
 #include "archive/pack_cache.hpp"
 #include "archive/store_impl.hpp"
 #include "common/dirs.hpp"
+#include "common/fd.hpp"
 
 namespace tw::archive {
 namespace {
@@ -36,14 +39,17 @@ Done make_private_dir(const std::string& dir) {
   return Ok{};
 }
 
-// Removes the run folders of processes that are gone, and the snapshots but `keep`.
+// Removes the run folders and half-fetched snapshots (tmp-PID) of processes that are gone,
+// and the snapshots but `keep`.
 void tidy(const std::string& cache_dir, const std::string& keep) {
   const auto names = directory_names(cache_dir);
   if (!names) return;
   for (const std::string& name : *names) {
     long pid = 0;
     std::error_code ec;
-    if (std::sscanf(name.c_str(), "run-%ld", &pid) == 1 && pid > 0) {
+    if ((std::sscanf(name.c_str(), "run-%ld", &pid) == 1 ||
+         std::sscanf(name.c_str(), "tmp-%ld", &pid) == 1) &&
+        pid > 0) {
       if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
         std::filesystem::remove_all(cache_dir + "/" + name, ec);
       }
@@ -53,18 +59,37 @@ void tidy(const std::string& cache_dir, const std::string& keep) {
   }
 }
 
-Expected<std::string> decompressed(const std::string& packed, const std::string& what) {
-  const unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
-    return permanent(fmt::format("{} is not a catalog snapshot (not a zstd frame)", what));
+// Writes the zstd frame `packed` decompressed to the new file `file`, a MiB at a time.
+Done write_decompressed(const std::string& packed, const std::string& file,
+                        const std::string& what) {
+  const UniqueFd fd(
+      ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown_path(file)));
+  const std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(),
+                                                                  &ZSTD_freeDCtx);
+  std::vector<char> out(std::size_t{1} << 20);
+  ZSTD_inBuffer input{packed.data(), packed.size(), 0};
+  std::size_t left = 1;
+  while (input.pos < input.size || left != 0) {
+    ZSTD_outBuffer output{out.data(), out.size(), 0};
+    left = ZSTD_decompressStream(dctx.get(), &output, &input);
+    if (ZSTD_isError(left) != 0U) {
+      return permanent(fmt::format("{} is damaged: {}", what, ZSTD_getErrorName(left)));
+    }
+    if (output.pos == 0 && input.pos == input.size && left != 0) {
+      return permanent(fmt::format("{} is damaged: it ends inside its frame", what));
+    }
+    for (std::size_t done = 0; done < output.pos;) {
+      const ssize_t n = ::write(fd.get(), out.data() + done, output.pos - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return errno_fault(n < 0 ? errno : ENOSPC, Side::Archive,
+                           fmt::format("writing {}", shown_path(file)));
+      }
+      done += static_cast<std::size_t>(n);
+    }
   }
-  std::string out(size, '\0');
-  const std::size_t n = ZSTD_decompress(out.data(), out.size(), packed.data(), packed.size());
-  if (ZSTD_isError(n) != 0U || n != size) {
-    return permanent(fmt::format("{} is damaged: {}", what,
-                                 ZSTD_isError(n) != 0U ? ZSTD_getErrorName(n) : "short"));
-  }
-  return out;
+  return Ok{};
 }
 
 Done write_whole(const std::string& file, std::string_view bytes) {
@@ -100,10 +125,13 @@ Expected<std::string> newest_catalog(PackStore& store, const std::string& cache_
                       packed.fault());
   if (!*packed)
     return retry(fmt::format("catalog/{} left {} as it was fetched", newest, store.where()));
-  TRY_ASSIGN(const std::string bytes,
-             decompressed(**packed, fmt::format("catalog/{} in {}", newest, store.where())));
   const std::string temp = fmt::format("{}/tmp-{}", cache_dir, ::getpid());
-  TRY(write_whole(temp, bytes));
+  if (auto written = write_decompressed(**packed, temp,
+                                        fmt::format("catalog/{} in {}", newest, store.where()));
+      !written) {
+    ::unlink(temp.c_str());
+    return written.fault();
+  }
   if (::rename(temp.c_str(), file.c_str()) != 0) {
     return errno_fault(errno, Side::Archive, fmt::format("renaming {}", shown_path(temp)));
   }

@@ -4,35 +4,65 @@
 // newest), with the archive's FORMAT file beside it. Once a snapshot is stored, the older
 // ones are removed, then the packs this one no longer names: every snapshot in the store
 // is whole, and the newest names every version the archive keeps.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "archive/disk.hpp"
 #include "archive/format2/layout.hpp"
+#include "common/fd.hpp"
 #include "common/time.hpp"
 
 namespace tw::archive {
 namespace {
 
-// zstd's level for the snapshot: a catalog compresses to about a third at 3, 1 s for 100 MB.
-constexpr int kCatalogLevel = 3;
+constexpr int kCatalogLevel = 3;  // zstd's level for the snapshot
 
+// The snapshot file compressed (one zstd frame, its size in it), read a MiB at a time: what
+// is held in memory is the compressed bytes, not the catalog too.
 Expected<std::vector<char>> compressed_file(const std::string& file) {
-  TRY_ASSIGN(const std::string bytes, read_small_file(file, std::size_t{1} << 40));
-  std::vector<char> out(ZSTD_compressBound(bytes.size()));
-  const std::size_t n =
-      ZSTD_compress(out.data(), out.size(), bytes.data(), bytes.size(), kCatalogLevel);
-  if (ZSTD_isError(n) != 0U) {
-    return archive_fault(
-        Error{fmt::format("compressing the catalog's snapshot: {}", ZSTD_getErrorName(n))});
+  const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) {
+    return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
   }
-  out.resize(n);
-  return out;
+  const std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(),
+                                                                  &ZSTD_freeCCtx);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, kCatalogLevel);
+  ZSTD_CCtx_setPledgedSrcSize(cctx.get(), static_cast<unsigned long long>(st.st_size));
+  std::vector<char> in(std::size_t{1} << 20);
+  std::vector<char> out;
+  for (;;) {
+    ssize_t got = 0;
+    while ((got = ::read(fd.get(), in.data(), in.size())) < 0 && errno == EINTR) {
+    }
+    if (got < 0) {
+      return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
+    }
+    const ZSTD_EndDirective mode = got == 0 ? ZSTD_e_end : ZSTD_e_continue;
+    ZSTD_inBuffer input{in.data(), static_cast<std::size_t>(got), 0};
+    std::size_t left = 0;
+    do {
+      const std::size_t at = out.size();
+      out.resize(at + ZSTD_CStreamOutSize());
+      ZSTD_outBuffer output{out.data() + at, ZSTD_CStreamOutSize(), 0};
+      left = ZSTD_compressStream2(cctx.get(), &output, &input, mode);
+      out.resize(at + output.pos);
+      if (ZSTD_isError(left) != 0U) {
+        return archive_fault(
+            Error{fmt::format("compressing the catalog's snapshot: {}", ZSTD_getErrorName(left))});
+      }
+    } while (mode == ZSTD_e_end ? left != 0 : input.pos < input.size);
+    if (got == 0) return out;
+  }
 }
 
 }  // namespace

@@ -176,5 +176,21 @@ TEST_F(ShippedArchive, ABucketWithoutACatalogIsNamedAndNothingIsMade) {
   EXPECT_NE(store.error().find(std::string(kPrefix)), std::string::npos) << store.error();
 }
 
+TEST_F(ShippedArchive, ADamagedCatalogIsNamedAndLeavesNothingInTheCache) {
+  write_file(src_ + "/f", noise(10'000, 1));
+  archive_and_ship();
+  const std::string garbage = "not a zstd frame at all";
+  ASSERT_TRUE(packs()->put_file("catalog/99999999999999999999.db.zst", garbage));
+  auto store = Store::open_shipped(packs(), cache_, kBudget);
+  ASSERT_FALSE(store);
+  EXPECT_NE(store.error().find("catalog/99999999999999999999.db.zst"), std::string::npos)
+      << store.error();
+  EXPECT_NE(store.error().find("damaged"), std::string::npos) << store.error();
+  for (const auto& entry : fs::directory_iterator(cache_)) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with("catalog-")) << entry.path();
+    EXPECT_FALSE(entry.path().filename().string().starts_with("tmp-")) << entry.path();
+  }
+}
+
 }  // namespace
 }  // namespace tw::objstore
