@@ -58,7 +58,7 @@ int run_enqueue(const Config& config, const EnqueueOptions& options) {
   for (const auto& dir : config.source_dirs) roots.push_back(resolve_source_dir(dir));
 
   db::Connection conn(config.database);
-  db::Queue queue(conn);
+  db::Queue queue(conn, host_id(config));
   std::vector<db::NewItem> batch;
   std::size_t total = 0;
   int missing = 0;

@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "common/folder_policy.hpp"
+#include "common/host.hpp"
 #include "common/mask_conninfo.hpp"
 #include "common/version.hpp"
 
@@ -69,6 +70,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {.name = "batch_size", .value = number(&Config::batch_size, 1, 100000), .description = "items claimed per batch", .env = "SCHEDULER_BATCHSIZE"},
     {.name = "strategy", .value = ChoiceKey{&Config::strategy, kStrategies}, .description = "claim order", .env = "SCHEDULER_STRATEGY"},
     {.name = "coalesce", .value = SwitchKey{&Config::coalesce}, .description = "archive several pending changes to one path once"},
+    {.name = "host_id", .value = TextKey{&Config::host_id}, .description = "the queue this host's monitor fills and its scheduler takes from (empty: the host's name)", .more = "hosts sharing a database each have their own, unless they archive the same sources into one backup root; also `store_prefix`'s default"},
     {.name = "database", .value = TextKey{&Config::database}, .description = "libpq connection string or URI", .audience = Audience::None, .more = "when empty, libpq's defaults (`PG*` variables) apply; children get it in `TIMEWARP_DATABASE`, never as a flag"},
     {.name = "exclude", .value = ListKey{&Config::exclude}, .description = "glob of paths to ignore", .audience = Audience::Archiver},
     {.name = "include", .value = ListKey{&Config::include}, .description = "glob of paths to watch even when excluded", .audience = Audience::Archiver},
@@ -100,7 +102,7 @@ constexpr ConfigKey kConfigKeys[] = {
     {.name = "retention_interval", .value = number(&Config::retention_interval, 0.0, 365 * kDay), .description = "seconds between the monitor's retention runs (0: never)", .audience = Audience::None, .unit = "s", .more = "a run is `timewarp forget` and its collection, at the lowest CPU and I/O priority; due this long after the archive's last collection, whoever ran it"},
     {.name = "store_endpoint", .value = TextKey{&Config::store_endpoint}, .description = "S3-compatible store the archive's packs are shipped to, http[s]://host[:port] (empty: none)", .audience = Audience::None, .more = "AWS S3, Ceph's radosgw, Garage, SeaweedFS, MinIO; path-style addresses, Signature Version 4; `timewarp ship` copies the packs there"},
     {.name = "store_bucket", .value = TextKey{&Config::store_bucket}, .description = "the store's bucket", .audience = Audience::None, .more = "3 to 63 characters: lower-case letters, digits, `.` and `-`; made when absent"},
-    {.name = "store_prefix", .value = TextKey{&Config::store_prefix}, .description = "this archive's folder in the bucket (empty: the host's name)", .audience = Audience::None, .more = "packs go to `<prefix>/packs/<name>`; hosts sharing a bucket each need their own"},
+    {.name = "store_prefix", .value = TextKey{&Config::store_prefix}, .description = "this archive's folder in the bucket (empty: host_id)", .audience = Audience::None, .more = "packs go to `<prefix>/packs/<name>`; hosts sharing a bucket each need their own"},
     {.name = "store_region", .value = TextKey{&Config::store_region}, .description = "the store's region, signed into each request", .audience = Audience::None, .more = "stores with one region accept any"},
     {.name = "store_access_key", .value = TextKey{&Config::store_access_key}, .description = "the store's access key", .audience = Audience::None, .more = "never shown; or from `store_credentials_file`", .secret = true},
     {.name = "store_secret_key", .value = TextKey{&Config::store_secret_key}, .description = "the store's secret key", .audience = Audience::None, .more = "never shown: better in the environment or in `store_credentials_file` than in a file others may read", .secret = true},
@@ -234,6 +236,10 @@ std::string env_name(const ConfigKey& key) {
   for (char c : key.name)
     name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
   return name;
+}
+
+std::string host_id(const Config& config) {
+  return config.host_id.empty() ? hostname() : config.host_id;
 }
 
 std::string key_value(const ConfigKey& key, const Config& c) {
@@ -402,9 +408,10 @@ bool trusted_file(const std::string& path) {
   }
   // The package's file is for root and the service's group: another user goes on without it.
   if (::access(path.c_str(), R_OK) != 0) {
-    std::cerr << fmt::format("warning: ignoring configuration file {}: {} (--no-config: "
-                             "look for none)\n",
-                             path, std::strerror(errno));
+    std::cerr << fmt::format(
+        "warning: ignoring configuration file {}: {} (--no-config: "
+        "look for none)\n",
+        path, std::strerror(errno));
     return false;
   }
   return true;

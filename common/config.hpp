@@ -29,6 +29,9 @@ struct Config {
   std::string strategy = "fifo";
   bool coalesce = true;
   std::string database;  // libpq connection string or URI; empty: libpq's PG* defaults
+  // The queue this host's monitor fills and its scheduler takes from (empty: the host's
+  // name): hosts sharing a database keep apart by it (ARCHITECTURE.md, "Object store").
+  std::string host_id;
 
   std::vector<std::string> exclude;  // globs
   std::vector<std::string> include;  // globs
@@ -73,7 +76,7 @@ struct Config {
   // sealed packs are shipped to; no endpoint: none.
   std::string store_endpoint;
   std::string store_bucket;
-  std::string store_prefix;  // empty: this host's name
+  std::string store_prefix;  // empty: host_id (this host's name unless set)
   std::string store_region = "us-east-1";
   std::string store_access_key;
   std::string store_secret_key;
@@ -153,6 +156,9 @@ struct ConfigKey {
 
 // Every key, in the order --help lists them.
 std::span<const ConfigKey> config_keys();
+
+// The configuration's host_id, or this host's name when it is empty.
+std::string host_id(const Config& config);
 
 // The environment variable of `key`.
 std::string env_name(const ConfigKey& key);

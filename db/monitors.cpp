@@ -17,17 +17,6 @@ MonitorRegistration register_monitor(Connection& conn, const std::string& host, 
   return {r.int64(0, 0), r.float8(0, 1)};
 }
 
-std::vector<std::string> other_monitor_hosts(Connection& conn, const std::string& host) {
-  auto r = conn.query(
-      R"(SELECT DISTINCT host FROM timewarp.monitors
-          WHERE host <> $1 AND stopped_at IS NULL AND heartbeat_at > now() - interval '1 minute'
-          ORDER BY host)",
-      host);
-  std::vector<std::string> out;
-  for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.text(i, 0));
-  return out;
-}
-
 bool monitor_registered(Connection& conn, std::int64_t id) {
   return conn.query("SELECT 1 FROM timewarp.monitors WHERE id = $1", id).rows() > 0;
 }

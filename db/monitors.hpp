@@ -24,10 +24,6 @@ struct MonitorRegistration {
 MonitorRegistration register_monitor(Connection& conn, const std::string& host, int pid,
                                      std::span<const std::string> escaped_roots, int archivers);
 
-// The other hosts whose monitors use this database now (a heartbeat in the last minute, not
-// stopped), sorted.
-std::vector<std::string> other_monitor_hosts(Connection& conn, const std::string& host);
-
 // Whether the row `id` is still there (a test or an operator may have emptied the table).
 bool monitor_registered(Connection& conn, std::int64_t id);
 

@@ -27,48 +27,58 @@ std::string order_by(Strategy strategy) {
   return "id";
 }
 
+// The rows of the queue's host, parameter $`n` (and those queued before items had a host),
+// or every row when it is empty (Queue's comment); `alias` names the table ("o.").
+std::string own_host(int n, std::string_view alias = "") {
+  const std::string host = fmt::format("{}host", alias);
+  return fmt::format("(${0} = '' OR {1} = ${0} OR {1} = '')", n, host);
+}
+
 // Claimable rows, locked and skipped when another claimer holds them. For `fair`, every
 // source root contributes its oldest rows in turn: rank rows within their root and take
 // the lowest ranks first, so a busy tree cannot starve a quiet one. The roots are found
 // with a skip scan of the fair index (one probe per root), and each root offers at most a
 // batch of its oldest rows, so a claim reads (roots x batch) rows, not the whole queue.
+// The host is $6.
 std::string candidates_sql(Strategy strategy) {
   if (strategy == Strategy::Fair) {
-    return R"(
+    return fmt::format(R"(
       SELECT id, op, path FROM timewarp.items
        WHERE id = ANY (ARRAY(
              SELECT ranked.id FROM (
                     WITH RECURSIVE roots AS (
-                         SELECT min(source_root) AS root FROM timewarp.items WHERE status = 'NEW'
+                         SELECT min(source_root) AS root FROM timewarp.items
+                          WHERE status = 'NEW' AND {0}
                          UNION ALL
                          SELECT (SELECT min(source_root) FROM timewarp.items
-                                  WHERE status = 'NEW' AND source_root > roots.root)
+                                  WHERE status = 'NEW' AND {0} AND source_root > roots.root)
                            FROM roots WHERE roots.root IS NOT NULL)
                     SELECT oldest.id, oldest.turn
                       FROM roots,
                            LATERAL (SELECT id, row_number() OVER (ORDER BY id) AS turn
                                       FROM timewarp.items
                                      WHERE status = 'NEW' AND not_before <= now()
-                                       AND source_root = roots.root
+                                       AND source_root = roots.root AND {0}
                                      ORDER BY id
                                      LIMIT $2) oldest
                      WHERE roots.root IS NOT NULL) ranked
               ORDER BY ranked.turn, ranked.id
               LIMIT $2))
          AND status = 'NEW' AND not_before <= now()
-       FOR UPDATE SKIP LOCKED)";
+       FOR UPDATE SKIP LOCKED)",
+                       own_host(6));
   }
   return fmt::format(R"(
       SELECT id, op, path FROM timewarp.items
-       WHERE status = 'NEW' AND not_before <= now()
+       WHERE status = 'NEW' AND not_before <= now() AND {}
        ORDER BY {}
        LIMIT $2
        FOR UPDATE SKIP LOCKED)",
-                     order_by(strategy));
+                     own_host(6), order_by(strategy));
 }
 
 // The claim of one batch in one statement: $1 scheduler, $2 batch size, $3 lease seconds,
-// $4 strategy, $5 coalesce.
+// $4 strategy, $5 coalesce, $6 host.
 std::string claim_sql(Strategy strategy) {
   const std::string order = strategy == Strategy::Fair ? "id" : order_by(strategy);
   // Coalescing looks up, path by path, the other claimable changes to the batch's paths
@@ -79,7 +89,7 @@ std::string claim_sql(Strategy strategy) {
   // per id (an IN over the CTEs is planned as a hash join over a scan of the whole table).
   return fmt::format(R"(
     WITH batch AS (SELECT nextval('timewarp.batch_ids') AS id),
-         candidates AS ({}),
+         candidates AS ({0}),
          moves AS (
            SELECT EXISTS (SELECT 1 FROM timewarp.items
                            WHERE op = 'MOVE' AND status IN ('NEW', 'DISPATCHED')) AS pending),
@@ -89,7 +99,7 @@ std::string claim_sql(Strategy strategy) {
                   LATERAL (
                     SELECT o.id FROM timewarp.items o
                      WHERE o.path = p.path AND o.status = 'NEW' AND o.not_before <= now()
-                       AND o.op <> 'MOVE' AND o.id NOT IN (SELECT id FROM candidates)
+                       AND {2} AND o.op <> 'MOVE' AND o.id NOT IN (SELECT id FROM candidates)
                        AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(o.path))
                        FOR UPDATE SKIP LOCKED) e),
          claimed AS (
@@ -105,8 +115,8 @@ std::string claim_sql(Strategy strategy) {
            $5 AND op <> 'MOVE'
               AND (NOT (SELECT pending FROM moves) OR NOT timewarp.move_pending(path)),
            coalesce(size, 0)
-      FROM claimed ORDER BY {})",
-                     candidates_sql(strategy), order);
+      FROM claimed ORDER BY {1})",
+                     candidates_sql(strategy), order, own_host(6, "o."));
 }
 
 // The claimed rows as items, the changes to one coalescible path folded into the first.
@@ -193,15 +203,15 @@ std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
     mtimes.push_back(item.mtime ? Connection::to_param(*item.mtime) : std::nullopt);
   }
   auto result = conn_.query(
-      R"(INSERT INTO timewarp.items (op, path, dest_path, source_root, priority, size, mtime)
-         SELECT op, path, dest_path, source_root, priority, size, to_timestamp(mtime)
+      R"(INSERT INTO timewarp.items (op, path, dest_path, source_root, priority, size, mtime, host)
+         SELECT op, path, dest_path, source_root, priority, size, to_timestamp(mtime), $8
            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
                        $6::bigint[], $7::float8[])
                 WITH ORDINALITY AS t(op, path, dest_path, source_root, priority, size, mtime, n)
           ORDER BY n
          RETURNING id)",
       array_literal(ops), array_literal(paths), array_literal(dests), array_literal(roots),
-      array_literal(priorities), array_literal(sizes), array_literal(mtimes));
+      array_literal(priorities), array_literal(sizes), array_literal(mtimes), host_);
   ids.reserve(static_cast<std::size_t>(result.rows()));
   for (int r = 0; r < result.rows(); ++r) ids.push_back(result.int64(r, 0));
   return ids;
@@ -210,7 +220,7 @@ std::vector<std::int64_t> Queue::enqueue(std::span<const NewItem> items) {
 std::vector<ClaimedItem> Queue::claim(const ClaimRequest& request) {
   auto result =
       conn_.prepared(claim_sql(request.strategy), request.scheduler_id, request.batch_size,
-                     request.lease_seconds, to_string(request.strategy), request.coalesce);
+                     request.lease_seconds, to_string(request.strategy), request.coalesce, host_);
   return claimed_items(result);
 }
 
@@ -368,9 +378,10 @@ QueueCounts Queue::counts() { return read_queue_counts(conn_); }
 
 std::int64_t Queue::count_claimable(std::int64_t cap) {
   auto r = conn_.query(
-      "SELECT count(*) FROM (SELECT 1 FROM timewarp.items WHERE status = 'NEW' "
-      "AND not_before <= now() LIMIT $1) capped",
-      cap);
+      fmt::format("SELECT count(*) FROM (SELECT 1 FROM timewarp.items WHERE status = 'NEW' "
+                  "AND not_before <= now() AND {} LIMIT $1) capped",
+                  own_host(2)),
+      cap, host_);
   return r.int64(0, 0);
 }
 
@@ -399,27 +410,32 @@ bool Queue::analyze_if_stale() {
 }
 
 bool Queue::has_claimable() {
-  auto r = conn_.query(
-      "SELECT EXISTS (SELECT 1 FROM timewarp.items WHERE status = 'NEW' AND not_before <= now())");
+  auto r = conn_.query(fmt::format("SELECT EXISTS (SELECT 1 FROM timewarp.items WHERE status = "
+                                   "'NEW' AND not_before <= now() AND {})",
+                                   own_host(1)),
+                       host_);
   return r.text(0, 0) == "t";
 }
 
 std::optional<double> Queue::next_delayed_in() {
-  auto r = conn_.query(
-      "SELECT extract(epoch FROM min(not_before) - now())::float8 FROM timewarp.items "
-      "WHERE status = 'NEW' AND not_before > now()");
+  auto r =
+      conn_.query(fmt::format("SELECT extract(epoch FROM min(not_before) - now())::float8 FROM "
+                              "timewarp.items WHERE status = 'NEW' AND not_before > now() AND {}",
+                              own_host(1)),
+                  host_);
   return r.opt_float8(0, 0);
 }
 
 std::vector<std::pair<std::string, std::string>> Queue::waiting_beneath(
     std::span<const std::string> escaped_roots) {
   auto r = conn_.query(
-      R"(SELECT op, path FROM timewarp.items i
-          WHERE status = 'NEW'
+      fmt::format(R"(SELECT op, path FROM timewarp.items i
+          WHERE status = 'NEW' AND {}
             AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS r(root)
                          WHERE r.root = '/' OR i.path = r.root
                             OR starts_with(i.path, r.root || '/')))",
-      array_literal(std::vector<Param>(escaped_roots.begin(), escaped_roots.end())));
+                  own_host(2, "i.")),
+      array_literal(std::vector<Param>(escaped_roots.begin(), escaped_roots.end())), host_);
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(static_cast<std::size_t>(r.rows()));
   for (int row = 0; row < r.rows(); ++row) out.emplace_back(r.text(row, 0), r.text(row, 1));

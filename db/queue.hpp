@@ -116,9 +116,13 @@ SessionHealth combined(const SessionHealth& a, const SessionHealth& b);
 std::optional<std::string> failing_text(const SessionHealth& health);
 std::optional<double> failing_since(const SessionHealth& health);
 
+// The master queue as one host's monitor and scheduler see it: the items they queue carry
+// `host` (the configuration's host_id), and claims, looks at what is claimable and waiting
+// take that host's items and those queued before items had a host (''); another host's are
+// left alone. An empty `host` sees every item and queues with none (tests, tools).
 class Queue {
  public:
-  explicit Queue(Connection& conn) : conn_(conn) {}
+  explicit Queue(Connection& conn, std::string host = {}) : conn_(conn), host_(std::move(host)) {}
 
   // Inserts all items in one statement; returns their ids in order.
   std::vector<std::int64_t> enqueue(std::span<const NewItem> items);
@@ -173,6 +177,7 @@ class Queue {
 
  private:
   Connection& conn_;
+  std::string host_;
 };
 
 }  // namespace tw::db

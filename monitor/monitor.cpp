@@ -84,15 +84,15 @@ std::vector<std::string> changed_keys(const Config& a, const Config& b,
 
 }  // namespace
 
-PendingLookup make_pending_lookup(std::string conninfo) {
+PendingLookup make_pending_lookup(std::string conninfo, std::string host) {
   auto session = std::make_shared<db::Session>(
       db::Session::Options::of(std::move(conninfo), "queue look-up", kMaxDbBackoff));
-  return [session](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
+  return [session, host](const std::vector<std::string>& roots) -> std::optional<PendingSet> {
     std::vector<std::string> escaped;
     for (const auto& root : roots) escaped.push_back(escape_bytes(root));
     const auto waiting = session->run(
         "looking up the queue's waiting work",
-        [&](db::Connection& conn) { return db::Queue(conn).waiting_beneath(escaped); });
+        [&](db::Connection& conn) { return db::Queue(conn, host).waiting_beneath(escaped); });
     if (!waiting) return std::nullopt;
     PendingSet pending;
     for (const auto& [op_text, stored] : *waiting) {
@@ -142,12 +142,12 @@ Monitor::Monitor(Config config, std::shared_ptr<Launcher> launcher, Reload reloa
   watch_options.rescan_interval = seconds_ms(config_.rescan_interval);
   watch_options.unclosed_quiet =
       std::max(std::chrono::milliseconds(100), 2 * seconds_ms(config_.event_delay));
-  watcher_ = std::make_unique<Watcher>(watch_options, std::move(source), filter_, archive_,
-                                       batcher_, make_pending_lookup(config_.database), [this] {
-                                         const std::uint64_t one = 1;
-                                         [[maybe_unused]] auto n =
-                                             ::write(wake_fd_.get(), &one, sizeof one);
-                                       });
+  watcher_ = std::make_unique<Watcher>(
+      watch_options, std::move(source), filter_, archive_, batcher_,
+      make_pending_lookup(config_.database, host_id(config_)), [this] {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
+      });
   for (std::size_t i = 0; i < filter_.roots().size(); ++i) {
     const std::string& root = filter_.roots()[i];
     const std::string given = absolute_path(config_.source_dirs.at(i)).native();
@@ -178,15 +178,6 @@ void Monitor::on_connect(db::Connection& conn) {
     const auto registered = db::register_monitor(conn, hostname(), static_cast<int>(::getpid()),
                                                  roots, config_.archivers);
     monitor_id_ = registered.id;
-    if (const auto others = db::other_monitor_hosts(conn, hostname()); !others.empty()) {
-      // The queue is one for the whole database (ARCHITECTURE.md, "Object store"): a
-      // scheduler here would archive another host's changes as its own disk has them.
-      spdlog::warn(
-          "monitors of other hosts use this database too ({}): every scheduler takes any "
-          "host's queued changes, so hosts that archive sources of their own need a database "
-          "each (one PostgreSQL server may hold them all)",
-          fmt::join(others, ", "));
-    }
     // At start the configuration decides; later `timewarp archivers N` does.
     if (!control_applied_at_) control_applied_at_ = registered.registered_at;
   }
@@ -218,8 +209,8 @@ void Monitor::send(const std::string& line) {
 // missing (it should find nothing the notifications and retry timer did not announce).
 void Monitor::check_queue(bool periodic) {
   if (!scheduler_ || stopping_ || !ensure_database()) return;
-  const auto look = session_.run("checking the queue", [](db::Connection& conn) {
-    db::Queue queue(conn);
+  const auto look = session_.run("checking the queue", [this](db::Connection& conn) {
+    db::Queue queue(conn, host_id(config_));
     const bool claimable = queue.has_claimable();
     return std::pair{claimable, queue.next_delayed_in()};
   });
@@ -246,7 +237,7 @@ void Monitor::queue_changes() {
   std::size_t done = 0;
   if (ensure_database()) {
     session_.run(kQueueing, [&](db::Connection& conn) {
-      db::Queue queue(conn);
+      db::Queue queue(conn, host_id(config_));
       while (done < changes.size()) {
         const std::size_t end = std::min(changes.size(), done + kInsertChunk);
         std::vector<db::NewItem> items;

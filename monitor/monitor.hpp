@@ -118,8 +118,8 @@ class Monitor {
   bool stopping_ = false;
 };
 
-// The queue's waiting work beneath the source directories, looked up on a connection of
-// its own (the watcher's thread).
-PendingLookup make_pending_lookup(std::string conninfo);
+// Host `host`'s waiting work in the queue beneath the source directories, looked up on a
+// connection of its own (the watcher's thread).
+PendingLookup make_pending_lookup(std::string conninfo, std::string host);
 
 }  // namespace tw::monitor

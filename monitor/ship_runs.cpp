@@ -14,10 +14,12 @@
 namespace tw::monitor {
 namespace {
 
-// What a run needs of the configuration: the archive, the store, and where to log.
-constexpr std::array<std::string_view, 8> kRunKeys = {
-    "backup_root",  "store_endpoint",         "store_bucket", "store_prefix",
-    "store_region", "store_credentials_file", "log_level",    "log_file"};
+// What a run needs of the configuration: the archive, the store (its prefix defaults to
+// host_id), and where to log.
+constexpr std::array<std::string_view, 9> kRunKeys = {
+    "backup_root",  "host_id",      "store_endpoint",         "store_bucket",
+    "store_prefix", "store_region", "store_credentials_file", "log_level",
+    "log_file"};
 
 // What a run's libcurl may need of the monitor's environment: the certificates of an https
 // store, and proxies.

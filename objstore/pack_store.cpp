@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
-#include "common/host.hpp"
 #include "common/text.hpp"
 
 namespace tw::objstore {
@@ -80,7 +79,7 @@ Result<std::optional<StoreTarget>> store_target(const Config& config) {
         "store_access_key, store_secret_key: a store_endpoint needs both keys (or "
         "store_credentials_file)"};
   }
-  target.prefix = config.store_prefix.empty() ? hostname() : config.store_prefix;
+  target.prefix = config.store_prefix.empty() ? host_id(config) : config.store_prefix;
   while (!target.prefix.empty() && target.prefix.back() == '/') target.prefix.pop_back();
   return std::optional<StoreTarget>(std::move(target));
 }

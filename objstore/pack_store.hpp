@@ -17,8 +17,8 @@ namespace tw::objstore {
 
 // Where the configuration says packs go: the bucket (its keys filled in from
 // `store_credentials_file` when the configuration has none) and the prefix (`store_prefix`,
-// or this host's name), or what is wrong, naming the key. Nothing when no `store_endpoint`
-// is set.
+// or host_id: the host's name unless set), or what is wrong, naming the key. Nothing when
+// no `store_endpoint` is set.
 struct StoreTarget {
   BucketConfig bucket;
   std::string prefix;  // without a trailing '/'

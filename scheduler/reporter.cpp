@@ -131,7 +131,7 @@ bool Reporter::write_pending() {
   // The statements only touch items we still hold: after a lost connection, running them
   // again changes nothing twice.
   const auto written = session_.run(kWriting, [&](db::Connection& conn) {
-    db::Queue queue(conn);
+    db::Queue queue(conn, options_.host);
     completed = queue.complete(options_.scheduler_id, completions);
     failed = queue.fail(options_.scheduler_id, failures, options_.retry);
   });
@@ -176,7 +176,7 @@ void Reporter::beat() {
   }
   stats.database = db::combined(stats.database, session_.health());
   const auto beaten = session_.run("heartbeat", [&](db::Connection& conn) {
-    db::Queue queue(conn);
+    db::Queue queue(conn, options_.host);
     queue.heartbeat(options_.scheduler_id, stats, options_.lease_seconds, held);
     queue.mark_batches_drained(drained);
     const auto recovered = queue.recover_expired_leases(options_.retry.max_attempts);
@@ -285,7 +285,7 @@ void Reporter::run() {
     drained.swap(drained_batches_);
   }
   const auto marked = session_.run("marking the scheduler stopped", [&](db::Connection& conn) {
-    db::Queue queue(conn);
+    db::Queue queue(conn, options_.host);
     queue.mark_batches_drained(drained);
     queue.unregister_scheduler(options_.scheduler_id, stats);
   });

@@ -28,6 +28,7 @@ class Reporter {
  public:
   struct Options {
     std::string conninfo;
+    std::string host;  // the queue's host (Config::host_id)
     std::int64_t scheduler_id = 0;
     std::chrono::milliseconds flush_interval{50};
     std::chrono::milliseconds heartbeat_interval{5000};

@@ -123,6 +123,7 @@ int Scheduler::run() {
 
   Reporter::Options options;
   options.conninfo = config_.database;
+  options.host = host_id(config_);
   options.scheduler_id = scheduler_id_;
   options.flush_interval = seconds_ms(config_.flush_interval);
   options.heartbeat_interval = seconds_ms(config_.heartbeat_interval);

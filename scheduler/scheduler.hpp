@@ -80,7 +80,7 @@ class Scheduler {
   template <class Fn>
   auto with_queue(std::string_view operation, Fn&& fn) {
     return session_.run(operation, [&](db::Connection& conn) {
-      db::Queue queue(conn);
+      db::Queue queue(conn, host_id(config_));
       return fn(queue);
     });
   }

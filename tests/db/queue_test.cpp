@@ -68,6 +68,38 @@ TEST_F(QueueTest, EnqueueKeepsOrderAndAnyEscapedPath) {
   EXPECT_EQ(db_->count("SELECT count(*) FROM timewarp.batches WHERE size = 4"), 1);
 }
 
+// Hosts sharing a database keep apart by their host_id: each claims, counts and looks up
+// its own changes and those queued before changes had a host, never another host's, not
+// even a change to the same path when its own are coalesced; in every strategy.
+TEST_F(QueueTest, EachHostTakesItsOwnChangesAndThoseQueuedWithoutAHost) {
+  Queue a(*conn_, "host-a");
+  Queue b(*conn_, "host-b");
+  a.enqueue(items(2, "/src/a"));
+  b.enqueue(items(1, "/src/b"));
+  queue_->enqueue(items(1, "/src/old"));  // queued with no host
+  a.enqueue(items(1, "/same"));
+  b.enqueue(items(1, "/same"));
+  EXPECT_EQ(db_->count("SELECT count(*) FROM timewarp.items WHERE host = 'host-a'"), 3);
+  EXPECT_TRUE(b.has_claimable());
+  EXPECT_EQ(b.count_claimable(100), 3) << "its own two and the one with no host";
+  EXPECT_EQ(b.waiting_beneath(std::vector<std::string>{"/"}).size(), 3u);
+  for (const auto strategy :
+       {Strategy::Fifo, Strategy::Lifo, Strategy::Priority, Strategy::Fair}) {
+    SCOPED_TRACE(to_string(strategy));
+    conn_->exec("BEGIN");
+    const auto got_a = a.claim({sid_, 100, strategy, 60, true});
+    const auto got_b = b.claim({sid_, 100, strategy, 60, true});
+    conn_->exec("ROLLBACK");
+    std::set<std::string> paths_a, paths_b;
+    for (const auto& item : got_a) paths_a.insert(item.path);
+    for (const auto& item : got_b) paths_b.insert(item.path);
+    EXPECT_EQ(paths_a, (std::set<std::string>{"/src/a0", "/src/a1", "/src/old0", "/same0"}));
+    EXPECT_EQ(paths_b, (std::set<std::string>{"/src/b0", "/same0"}))
+        << "the change with no host went to the first claimer";
+    EXPECT_EQ(got_a.size() + got_b.size(), 6u) << "one change each to /same0, not coalesced";
+  }
+}
+
 TEST_F(QueueTest, ClaimUsesThePartialIndex) {
   queue_->enqueue(items(2000));
   conn_->exec("ANALYZE timewarp.items");

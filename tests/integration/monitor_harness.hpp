@@ -31,13 +31,18 @@ struct VersionLine {
 
 class MonitorHarness {
  public:
-  MonitorHarness() { std::filesystem::create_directories(src()); }
+  MonitorHarness() : MonitorHarness(std::make_shared<TestDatabase>()) {}
+  // Another host's monitor on the database of `other` (its own sources, archive and log).
+  struct SameDatabase {
+    const MonitorHarness& as;
+  };
+  explicit MonitorHarness(SameDatabase same) : MonitorHarness(same.as.shared_db_) {}
 
   std::filesystem::path src() const { return dir_ / "src"; }
   std::string path(const std::string& name) const { return (src() / name).string(); }
   std::string archive() const { return (dir_ / "archive").string(); }
   std::string log_file() const { return (dir_ / "monitor.log").string(); }
-  const TestDatabase& db() const { return db_; }
+  const TestDatabase& db() const { return *shared_db_; }
   const TempDir& dir() const { return dir_; }
 
   // Arguments every start gets; `extra` comes after them (and may repeat a key).
@@ -171,7 +176,13 @@ class MonitorHarness {
   }
 
  private:
-  TestDatabase db_;
+  explicit MonitorHarness(std::shared_ptr<TestDatabase> db)
+      : shared_db_(std::move(db)), db_(*shared_db_) {
+    std::filesystem::create_directories(src());
+  }
+
+  std::shared_ptr<TestDatabase> shared_db_;
+  const TestDatabase& db_;
   TempDir dir_;
   std::unique_ptr<MonitorProcess> monitor_;
   int restores_ = 0;
