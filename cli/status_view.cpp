@@ -216,6 +216,93 @@ std::string failures_text(const db::StatusReport& report, const Paint& paint) {
   return out;
 }
 
+// A host's name as shown: its host_id, or what the empty one means.
+std::string host_name(const db::HostStatus& h) {
+  return h.host.empty() ? std::string("(no host: queued before items had one)") : shown_text(h.host);
+}
+
+// A host's monitor: where it runs and whether it is alive.
+std::string host_monitor_text(const db::HostStatus& h, const ViewOptions& options,
+                              const Paint& paint) {
+  if (!h.monitor) return "no monitor";
+  const auto& m = *h.monitor;
+  if (m.stopped) {
+    return fmt::format("monitor on {} stopped {} ago", shown_text(m.machine),
+                       duration(m.heartbeat_age));
+  }
+  std::string out = fmt::format("monitor pid {} on {}, heartbeat {} ago", m.pid,
+                                shown_text(m.machine), duration(m.heartbeat_age));
+  return m.heartbeat_age > options.stale_after ? paint.yellow(out + ", stale") : out;
+}
+
+// What a host's monitor last read of its archive's shipping.
+std::string host_shipping_text(const db::HostStatus::Shipping& s, const Paint& paint) {
+  std::string out = fmt::format("to {}: ", shown_text(s.store, 300));
+  if (s.packs_pending > 0) {
+    out += paint.yellow(fmt::format("{} ({}) not shipped yet, the oldest begun {} ago; ",
+                                    plural(s.packs_pending, "pack"),
+                                    bytes_text(static_cast<std::uint64_t>(s.bytes_pending)),
+                                    duration(s.oldest_pending_age.value_or(0))));
+  } else {
+    out += "every pack shipped; ";
+  }
+  if (s.last_shipped_age) out += fmt::format("the last pack {} ago; ", duration(*s.last_shipped_age));
+  if (s.removals_pending > 0) out += fmt::format("{} to remove; ", s.removals_pending);
+  out += s.catalog_shipped_age
+             ? fmt::format("the catalog {} ago", duration(*s.catalog_shipped_age))
+             : paint.yellow("the catalog never (the store cannot be restored from yet)");
+  out += fmt::format(" (read {} ago)", duration(s.read_age));
+  if (!s.error.empty()) out += "; " + paint.red(shown_text(s.error, 300));
+  return out;
+}
+
+// Every host on the database, when there is more than one: its monitor, its queue and its
+// shipping.
+std::string hosts_text(const db::StatusReport& report, const ViewOptions& options,
+                       const Paint& paint) {
+  std::string out;
+  if (report.hosts.size() < 2) return out;
+  line(out, "hosts", fmt::format("{} on this database", report.hosts.size()));
+  for (const auto& h : report.hosts) {
+    out += fmt::format("  {}  {}\n", paint.bold(host_name(h)), host_monitor_text(h, options, paint));
+    out += fmt::format("      queue {} waiting, {} dispatched; {} completed, {} failed\n",
+                       h.waiting, h.dispatched, h.completed, h.failed);
+    if (h.shipping) out += fmt::format("      shipping {}\n", host_shipping_text(*h.shipping, paint));
+  }
+  return out;
+}
+
+Json host_json(const db::HostStatus& h, double stale_after) {
+  Json monitor = nullptr;
+  if (h.monitor) {
+    monitor = {{"machine", h.monitor->machine},
+               {"pid", h.monitor->pid},
+               {"heartbeat_age_seconds", h.monitor->heartbeat_age},
+               {"stopped", h.monitor->stopped},
+               {"alive", !h.monitor->stopped && h.monitor->heartbeat_age <= stale_after}};
+  }
+  Json shipping = nullptr;
+  if (const auto& s = h.shipping) {
+    shipping = {{"store", s->store},
+                {"read_age_seconds", s->read_age},
+                {"error", optional_text(s->error)},
+                {"packs_pending", s->packs_pending},
+                {"bytes_pending", s->bytes_pending},
+                {"oldest_pending_age_seconds", optional_number(s->oldest_pending_age)},
+                {"removals_pending", s->removals_pending},
+                {"last_shipped_age_seconds", optional_number(s->last_shipped_age)},
+                {"catalog_shipped_age_seconds", optional_number(s->catalog_shipped_age)}};
+  }
+  return Json{{"host_id", h.host},
+              {"queue",
+               {{"waiting", h.waiting},
+                {"dispatched", h.dispatched},
+                {"completed", h.completed},
+                {"failed", h.failed}}},
+              {"monitor", std::move(monitor)},
+              {"shipping", std::move(shipping)}};
+}
+
 }  // namespace
 
 // A heading, then the queue, the processes and the failures, a blank line between them.
@@ -226,6 +313,7 @@ std::string status_text(const db::StatusReport& report, const ViewOptions& optio
   if (!options.database.empty()) line(out, "database", options.database);
   out += "\n" + queue_text(report.counts, paint, watch);
   out += "\n" + processes_text(report, options, paint);
+  if (const auto hosts = hosts_text(report, options, paint); !hosts.empty()) out += "\n" + hosts;
   out += "\n" + failures_text(report, paint);
   return out;
 }
@@ -238,6 +326,8 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
     schedulers.push_back(scheduler_json(s, options.stale_after));
   Json failures = Json::array();
   for (const auto& f : report.recent_failures) failures.push_back(item_json(f));
+  Json hosts = Json::array();
+  for (const auto& h : report.hosts) hosts.push_back(host_json(h, options.stale_after));
   Json database_errors = Json::array();
   for (const auto& e : report.database_errors) {
     database_errors.push_back({{"process", e.process},
@@ -264,6 +354,7 @@ Json status_json(const db::StatusReport& report, const ViewOptions& options,
              {"drain_eta_seconds", optional_number(drain_eta(c))}}},
            {"totals", {{"completed", c.completed}, {"failed", c.failed}}},
            {"schedulers", std::move(schedulers)},
+           {"hosts", std::move(hosts)},
            {"database_errors", std::move(database_errors)},
            {"failures", {{"last_hour", c.failed_last_hour}, {"recent", std::move(failures)}}}};
   if (watch) {

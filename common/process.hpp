@@ -59,6 +59,9 @@ struct LaunchSpec {
   // "LC_*"). A child that needs no credentials gets only what it uses, so a database
   // password in our environment never reaches it.
   std::optional<std::vector<std::string>> inherit_env{};
+  // The child's stderr into the same pipe as its stdout (read_line() gets both), for a child
+  // whose messages are logged line by line; otherwise it shares ours.
+  bool stderr_to_stdout = false;
 };
 
 // True when environment variable `name` is one `patterns` (as in LaunchSpec::inherit_env)

@@ -20,12 +20,24 @@ struct MonitorRegistration {
   double registered_at = 0;  // the server's clock, seconds since the epoch
 };
 
-// Adds a row for a monitor watching `escaped_roots`.
-MonitorRegistration register_monitor(Connection& conn, const std::string& host, int pid,
+// Adds a row for a monitor on the machine `host`, queueing for `host_id` (the
+// configuration's), watching `escaped_roots`.
+MonitorRegistration register_monitor(Connection& conn, const std::string& host,
+                                     const std::string& host_id, int pid,
                                      std::span<const std::string> escaped_roots, int archivers);
 
 // Whether the row `id` is still there (a test or an operator may have emptied the table).
 bool monitor_registered(Connection& conn, std::int64_t id);
+
+// What a monitor's archive has not shipped to its pack store yet, as the monitor last read
+// it (archive::ShipBacklog, plus when and where). Times are seconds since the epoch.
+struct ShippingFigures {
+  std::string store;  // <endpoint>/<bucket>/<prefix>
+  double read_at = 0;
+  std::string error;  // the last run's failure, or why the archive could not be read
+  std::int64_t packs_pending = 0, bytes_pending = 0, removals_pending = 0;
+  std::optional<double> oldest_pending_at, last_shipped_at, catalog_shipped_at;
+};
 
 // What a monitor's heartbeat records (the columns of timewarp.monitors).
 struct MonitorStats {
@@ -39,6 +51,7 @@ struct MonitorStats {
   bool catchup_finished = false;  // everything changed while stopped is queued
   bool stopping = false;
   SessionHealth database;
+  std::optional<ShippingFigures> shipping;  // none without a pack store (columns left NULL)
 };
 
 // Refreshes the row `id` (heartbeat_at = now()).

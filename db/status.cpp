@@ -123,6 +123,62 @@ std::vector<DatabaseErrorInfo> read_database_errors(Connection& conn) {
 
 }  // namespace
 
+namespace {
+
+// Columns 8 on of read_hosts' query: the shipping figures, when its monitor reads them.
+HostStatus::Shipping read_shipping(const PgResult& r, int row) {
+  HostStatus::Shipping s;
+  s.store = r.text(row, 8);
+  s.read_age = std::max(0.0, r.opt_float8(row, 9).value_or(0.0));
+  s.error = text_or_empty(r, row, 10);
+  s.packs_pending = r.opt_int64(row, 11).value_or(0);
+  s.bytes_pending = r.opt_int64(row, 12).value_or(0);
+  s.removals_pending = r.opt_int64(row, 13).value_or(0);
+  s.oldest_pending_age = r.opt_float8(row, 14);
+  s.last_shipped_age = r.opt_float8(row, 15);
+  s.catalog_shipped_age = r.opt_float8(row, 16);
+  return s;
+}
+
+}  // namespace
+
+std::vector<HostStatus> read_hosts(Connection& conn) {
+  auto r = conn.query(
+      R"(WITH m AS (SELECT DISTINCT ON (host_id) * FROM timewarp.monitors
+                     ORDER BY host_id, heartbeat_at DESC, id DESC),
+              c AS (SELECT * FROM timewarp.host_counts
+                     WHERE new <> 0 OR dispatched <> 0 OR completed <> 0 OR failed <> 0)
+         SELECT coalesce(c.host, m.host_id), coalesce(c.new, 0), coalesce(c.dispatched, 0),
+                coalesce(c.completed, 0), coalesce(c.failed, 0), m.host, m.pid,
+                extract(epoch FROM now() - m.heartbeat_at)::float8, m.ship_store,
+                extract(epoch FROM now() - m.ship_read_at)::float8, m.ship_error,
+                m.ship_packs_pending, m.ship_bytes_pending, m.ship_removals_pending,
+                extract(epoch FROM now() - m.ship_oldest_pending_at)::float8,
+                extract(epoch FROM now() - m.ship_last_shipped_at)::float8,
+                extract(epoch FROM now() - m.catalog_shipped_at)::float8,
+                m.stopped_at IS NOT NULL
+           FROM c FULL JOIN m ON m.host_id = c.host
+          ORDER BY 1)");
+  std::vector<HostStatus> out;
+  for (int row = 0; row < r.rows(); ++row) {
+    HostStatus h;
+    h.host = r.text(row, 0);
+    h.waiting = r.int64(row, 1);
+    h.dispatched = r.int64(row, 2);
+    h.completed = r.int64(row, 3);
+    h.failed = r.int64(row, 4);
+    if (!r.is_null(row, 5)) {
+      h.monitor = HostStatus::Monitor{.machine = std::string(r.text(row, 5)),
+                                      .pid = static_cast<int>(r.int64(row, 6)),
+                                      .heartbeat_age = std::max(0.0, r.float8(row, 7)),
+                                      .stopped = r.text(row, 17) == "t"};
+    }
+    if (!r.is_null(row, 8)) h.shipping = read_shipping(r, row);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 QueueCounts read_queue_counts(Connection& conn, std::string* server_time) {
   auto r = conn.query(fmt::format(
       R"(SELECT claimable, delayed, dispatched, completed, failed,
@@ -152,6 +208,7 @@ StatusReport read_status(Connection& conn, int max_failures) {
   return conn.snapshot([&] {
     StatusReport report;
     report.counts = read_queue_counts(conn, &report.time);
+    report.hosts = read_hosts(conn);
     report.schedulers = running_schedulers(conn, 3600);
     report.database_errors = read_database_errors(conn);
     if (max_failures > 0 && report.counts.failed_last_hour > 0) {

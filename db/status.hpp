@@ -63,9 +63,37 @@ struct DatabaseErrorInfo {
   double failing_for = 0;   // seconds
 };
 
+// One host_id's part of the database (ARCHITECTURE.md, "Object store"): its queue, from the
+// counters kept by host, and its newest monitor row, with what that monitor last read of its
+// archive's shipping. Ages are seconds before the snapshot.
+struct HostStatus {
+  std::string host;  // its host_id; "" for items queued before items had a host
+  std::int64_t waiting = 0, dispatched = 0, completed = 0, failed = 0;  // waiting: NEW
+  // Its newest monitor (by heartbeat): the machine's name, pid, and whether it has stopped.
+  struct Monitor {
+    std::string machine;
+    int pid = 0;
+    double heartbeat_age = 0;
+    bool stopped = false;
+  };
+  std::optional<Monitor> monitor;
+  // What that monitor last read of its archive's shipping; none without a pack store. The
+  // shipped figures' times are ages here.
+  struct Shipping {
+    std::string store;
+    double read_age = 0;
+    std::string error;
+    std::int64_t packs_pending = 0, bytes_pending = 0, removals_pending = 0;
+    std::optional<double> oldest_pending_age, last_shipped_age, catalog_shipped_age;
+  };
+  std::optional<Shipping> shipping;
+};
+
 struct StatusReport {
   std::string time;  // the server's clock when the snapshot was taken
-  QueueCounts counts;
+  QueueCounts counts;  // every host's items together
+  // Every host with items counted or a monitor row, by host_id.
+  std::vector<HostStatus> hosts;
   // Schedulers not stopped, including those whose heartbeat stopped less than an hour ago
   // (look at heartbeat_age to tell them apart), in id order.
   std::vector<SchedulerInfo> schedulers;
@@ -79,6 +107,9 @@ struct StatusReport {
 // The counts of timewarp.queue_status (what Queue::counts() returns); with `server_time`,
 // also the server's clock, ISO 8601.
 QueueCounts read_queue_counts(Connection& conn, std::string* server_time = nullptr);
+
+// Every host's queue and its newest monitor, by host_id (HostStatus).
+std::vector<HostStatus> read_hosts(Connection& conn);
 
 // Schedulers not stopped whose last heartbeat is at most `max_heartbeat_age` seconds old,
 // in id order.

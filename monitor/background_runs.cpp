@@ -29,6 +29,7 @@ void BackgroundRuns::start(const Config& config, const Run& run,
   inherit.insert(inherit.end(), extra_env.begin(), extra_env.end());
   spec.inherit_env = std::move(inherit);
   spec.env = run.env;
+  spec.stderr_to_stdout = true;  // its messages are logged, the last one kept for a failure
   try {
     child_ = launcher_->launch(spec);
   } catch (const std::exception& e) {
@@ -44,6 +45,7 @@ bool BackgroundRuns::run_now(const Config& config, const Run& run,
                              std::chrono::milliseconds limit) {
   stop();
   start(config, run, extra_env);
+  if (!child_) return false;  // it could not start (logged)
   const auto deadline = Clock::now() + limit;
   while (child_) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -85,6 +87,7 @@ void BackgroundRuns::finished(int status) {
                   last_line_.empty() ? "" : ": " + last_line_);
   }
   child_.reset();
+  ended(status, last_line_);
 }
 
 void BackgroundRuns::stop() {

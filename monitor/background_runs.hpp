@@ -60,10 +60,14 @@ class BackgroundRuns {
   // TMPDIR of the monitor's environment, plus `extra_env` (names or prefixes with '*').
   void start(const Config& config, const Run& run, const std::vector<std::string>& extra_env = {});
   // Starts `run` (a running one is stopped first) and waits up to `limit` for it to end,
-  // logging its output; one still going then is stopped. True when it ended by itself.
+  // logging its output; one still going then is stopped. True when it ended by itself
+  // (ended() was called), false when it could not start or was stopped.
   bool run_now(const Config& config, const Run& run, const std::vector<std::string>& extra_env,
                std::chrono::milliseconds limit);
   bool running() const { return child_ != nullptr; }
+  // A run has ended by itself with `status` (its exit status), `last_line` the last line it
+  // printed.
+  virtual void ended(int /*status*/, const std::string& /*last_line*/) {}
 
   const Clock::time_point started_ = Clock::now();
   std::optional<Clock::time_point> next_;  // after a run: one interval later

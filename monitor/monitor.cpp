@@ -39,6 +39,9 @@ constexpr auto kStopWait = std::chrono::seconds(60);
 // How long a stopping monitor waits for its last shipping run (with kStopWait, within the
 // service's TimeoutStopSec of 120 s).
 constexpr auto kFinalShipWait = std::chrono::seconds(30);
+// How often the monitor reads its archive's shipping backlog for its row between runs (and
+// after each run): the database's status of every host is at most this much behind.
+constexpr auto kShippingReread = std::chrono::seconds(60);
 // A scheduler that ran this long before dying is considered healthy: backoff resets.
 constexpr auto kHealthyRun = std::chrono::seconds(30);
 // Items per INSERT statement.
@@ -175,8 +178,8 @@ void Monitor::on_connect(db::Connection& conn) {
   if (monitor_id_ == 0 || !db::monitor_registered(conn, monitor_id_)) {
     std::vector<std::string> roots;
     for (const auto& root : filter_.roots()) roots.push_back(escape_bytes(root));
-    const auto registered = db::register_monitor(conn, hostname(), static_cast<int>(::getpid()),
-                                                 roots, config_.archivers);
+    const auto registered = db::register_monitor(
+        conn, hostname(), host_id(config_), static_cast<int>(::getpid()), roots, config_.archivers);
     monitor_id_ = registered.id;
     // At start the configuration decides; later `timewarp archivers N` does.
     if (!control_applied_at_) control_applied_at_ = registered.registered_at;
@@ -290,6 +293,7 @@ void Monitor::heartbeat(bool stopping) {
   stats.catchup_finished = catchup_recorded_;
   stats.stopping = stopping;
   stats.database = session_.health();
+  stats.shipping = shipping_figures_;
   session_.run("heartbeat",
                [&](db::Connection& conn) { db::monitor_heartbeat(conn, monitor_id_, stats); });
 }
@@ -381,7 +385,14 @@ void Monitor::reload_shipping(const Config& fresh) {
   if (shipping(config_) == shipping(fresh)) return;
   shipping(config_) = shipping(fresh);
   shipping_.reschedule();
+  read_shipping();
   spdlog::info("SIGHUP: pack store and shipping schedule updated");
+}
+
+void Monitor::read_shipping(const std::string& run_error) {
+  ship_error_ = run_error;
+  shipping_read_ = Clock::now();
+  shipping_figures_ = read_shipping_figures(config_, run_error);
 }
 
 void Monitor::start_scheduler() {
@@ -501,6 +512,7 @@ void Monitor::shut_down() {
   stop_scheduler();
   // The archivers have exited, their last packs sealed: shipped now, not at the next start.
   shipping_.final_run(config_, kFinalShipWait);
+  if (!config_.store_endpoint.empty()) read_shipping(shipping_.take_ended().value_or(""));
   heartbeat(true);
 }
 
@@ -508,6 +520,7 @@ int Monitor::run() {
   ensure_database();
   start_scheduler();
   watcher_->start();
+  read_shipping();
   heartbeat();
   while (true) {
     std::vector<pollfd> fds;
@@ -555,6 +568,10 @@ int Monitor::run() {
         runs[i]->on_output();
       }
     }
+    if (const auto run_error = shipping_.take_ended()) {
+      read_shipping(*run_error);
+      heartbeat();
+    }
     if (const auto status = on_wakeup()) return *status;
   }
 }
@@ -596,6 +613,9 @@ std::optional<int> Monitor::on_wakeup() {
       catchup_recorded_ = true;
       heartbeat();
     }
+  }
+  if (now - shipping_read_ >= kShippingReread && !config_.store_endpoint.empty()) {
+    read_shipping(ship_error_);  // published by the heartbeat
   }
   if (now >= next_heartbeat_) {
     heartbeat();

@@ -33,6 +33,7 @@
 #include "monitor/handshake.hpp"
 #include "monitor/retention_runs.hpp"
 #include "monitor/ship_runs.hpp"
+#include "monitor/shipping_figures.hpp"
 #include "monitor/watcher.hpp"
 
 namespace tw::monitor {
@@ -83,6 +84,9 @@ class Monitor {
   void reload();
   void reload_retention(const Config& fresh);
   void reload_shipping(const Config& fresh);
+  // Reads the archive's shipping backlog again for the monitor's row (`run_error`: why the
+  // last shipping run failed).
+  void read_shipping(const std::string& run_error = {});
   void shut_down();
   std::optional<Clock::time_point> next_wakeup() const;
 
@@ -101,6 +105,9 @@ class Monitor {
   std::unique_ptr<ChildProcess> scheduler_;
   RetentionRuns retention_;
   ShipRuns shipping_;
+  std::optional<db::ShippingFigures> shipping_figures_;  // for the heartbeat
+  std::string ship_error_;        // why the last shipping run failed ("": it did not)
+  Clock::time_point shipping_read_{};  // when shipping_figures_ was read
   Handshake handshake_;
   std::optional<Clock::time_point> retry_due_;   // earliest delayed item
   std::optional<Clock::time_point> restart_at_;  // scheduler restart after a crash

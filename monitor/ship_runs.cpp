@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "common/time.hpp"
@@ -78,7 +79,19 @@ void ShipRuns::final_run(const Config& config, std::chrono::milliseconds limit) 
   if (off(config) || !archive_made(config)) return;
   spdlog::info("shipping what is not shipped yet before stopping (at most {} s)",
                std::chrono::duration_cast<std::chrono::seconds>(limit).count());
-  run_now(config, ship_run(config), kNetworkEnv, limit);
+  if (!run_now(config, ship_run(config), kNetworkEnv, limit)) {
+    ended_ = "the last shipping run did not end (stopped, or it could not start)";
+  }
 }
+
+void ShipRuns::ended(int status, const std::string& last_line) {
+  if (status == 0) {
+    ended_ = std::string();
+  } else {
+    ended_ = last_line.empty() ? fmt::format("exit status {}", status) : last_line;
+  }
+}
+
+std::optional<std::string> ShipRuns::take_ended() { return std::exchange(ended_, std::nullopt); }
 
 }  // namespace tw::monitor

@@ -12,6 +12,7 @@
 // read), and no database credentials. Used from the monitor's thread only.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,15 @@ class ShipRuns final : public BackgroundRuns {
   // The monitor is stopping, its archivers have exited (their packs sealed): one last run,
   // waited for up to `limit` (a store that is down does not hold the stop up for longer).
   void final_run(const Config& config, std::chrono::milliseconds limit);
+
+  // Whether a run has ended since the last call, and why it failed ("" when it did not):
+  // the monitor then reads the archive's backlog again for the database (shipping_figures.hpp).
+  std::optional<std::string> take_ended();
+
+ private:
+  void ended(int status, const std::string& last_line) override;
+
+  std::optional<std::string> ended_;
 };
 
 }  // namespace tw::monitor

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/escape.hpp"
+#include "common/store_address.hpp"
 #include "common/text.hpp"
 
 namespace tw::objstore {
@@ -79,8 +80,7 @@ Result<std::optional<StoreTarget>> store_target(const Config& config) {
         "store_access_key, store_secret_key: a store_endpoint needs both keys (or "
         "store_credentials_file)"};
   }
-  target.prefix = config.store_prefix.empty() ? host_id(config) : config.store_prefix;
-  while (!target.prefix.empty() && target.prefix.back() == '/') target.prefix.pop_back();
+  target.prefix = store_prefix(config);
   return std::optional<StoreTarget>(std::move(target));
 }
 
@@ -98,7 +98,7 @@ std::string BucketPackStore::key(std::string_view name) const {
 }
 
 std::string where(const BucketConfig& bucket, std::string_view prefix) {
-  return fmt::format("{}/{}/{}", bucket.endpoint, bucket.bucket, prefix);
+  return store_address(bucket.endpoint, bucket.bucket, prefix);
 }
 
 std::string BucketPackStore::where() const { return objstore::where(bucket_.config(), prefix_); }

@@ -1,6 +1,7 @@
-// The per-status counters behind `timewarp status` (migration 0003) stay equal to real
-// counts through every kind of write the suite makes, from several connections at once,
-// and the queue_status view keeps its columns.
+// The counters behind `timewarp status`, by host and status (migrations 0003 and 0009), stay
+// equal to real counts through every kind of write the suite makes, from several
+// connections at once, the migration to counters by host counts what was there, and the
+// queue_status view keeps its columns.
 #include <atomic>
 #include <thread>
 
@@ -8,23 +9,25 @@
 
 #include "cli/cli_test_util.hpp"
 #include "db/housekeeping.hpp"
+#include "db/migrations.hpp"
 #include "db/queue.hpp"
 #include "db/status.hpp"
 
 namespace tw {
 namespace {
 
+// "host:STATUS=n,..." of the counters, and of the table.
 std::string counted(const test::TestDatabase& db) {
   return db.scalar(
-      "SELECT coalesce(string_agg(status || '=' || n, ',' ORDER BY status), '') FROM "
-      "(SELECT status, sum(n) AS n FROM timewarp.item_counts GROUP BY status HAVING sum(n) <> 0) "
-      "c");
+      "SELECT coalesce(string_agg(host || ':' || status || '=' || n, ',' ORDER BY host, status), "
+      "'') FROM (SELECT host, status, sum(n) AS n FROM timewarp.item_counts GROUP BY host, status "
+      "HAVING sum(n) <> 0) c");
 }
 
 std::string real(const test::TestDatabase& db) {
   return db.scalar(
-      "SELECT coalesce(string_agg(status || '=' || n, ',' ORDER BY status), '') FROM "
-      "(SELECT status, count(*) AS n FROM timewarp.items GROUP BY status) c");
+      "SELECT coalesce(string_agg(host || ':' || status || '=' || n, ',' ORDER BY host, status), "
+      "'') FROM (SELECT host, status, count(*) AS n FROM timewarp.items GROUP BY host, status) c");
 }
 
 std::vector<db::NewItem> items(int n, const std::string& prefix) {
@@ -41,9 +44,18 @@ TEST(StatusCounters, FollowEveryKindOfWrite) {
   TW_REQUIRE_DATABASE();
   test::TestDatabase db;
   auto conn = db.connect();
-  db::Queue queue(conn);
+  db::Queue queue_b(conn, "b");
+  queue_b.enqueue(items(30, "b"));
+  EXPECT_EQ(counted(db), "b:NEW=30");
+  db::Queue queue(conn);  // every host's items, queued without one
   queue.enqueue(items(100, "a"));
-  EXPECT_EQ(counted(db), "NEW=100");
+  EXPECT_EQ(counted(db), ":NEW=100,b:NEW=30");
+  const auto scheduler_b = queue_b.register_scheduler("h", 2, "fifo", 40, 1);
+  auto claimed_b = queue_b.claim({scheduler_b, 10, db::Strategy::Fifo, 60});
+  ASSERT_EQ(claimed_b.size(), 10u);
+  const std::vector<db::Completion> done_b{{claimed_b[0].id, 1, 1, 0, 0, ""}};
+  queue_b.complete(scheduler_b, done_b);
+  EXPECT_EQ(counted(db), ":NEW=100,b:COMPLETED=1,b:DISPATCHED=9,b:NEW=20");
   const auto scheduler = queue.register_scheduler("h", 1, "fifo", 40, 1);
   auto claimed = queue.claim({scheduler, 40, db::Strategy::Fifo, 60});
   ASSERT_EQ(claimed.size(), 40u);
@@ -86,12 +98,47 @@ TEST(StatusCounters, FollowEveryKindOfWrite) {
   test::sql(db, "TRUNCATE timewarp.items");
   EXPECT_EQ(counted(db), "");
   queue.enqueue(items(3, "b"));
-  EXPECT_EQ(counted(db), "NEW=3");
+  queue_b.enqueue(items(2, "c"));
+  EXPECT_EQ(counted(db), ":NEW=3,b:NEW=2");
 
   // The repair function agrees.
   test::sql(db, "UPDATE timewarp.item_counts SET n = n + 1000");
   test::sql(db, "SELECT timewarp.recount_items()");
-  EXPECT_EQ(counted(db), "NEW=3");
+  EXPECT_EQ(counted(db), ":NEW=3,b:NEW=2");
+}
+
+// A database that had items of several hosts before the counters were kept by host: after
+// the migration each host's counts are its own.
+TEST(StatusCounters, TheMigrationToCountersByHostCountsWhatWasThere) {
+  TW_REQUIRE_DATABASE();
+  test::TestDatabase db;
+  auto conn = db.connect();
+  conn.exec("DROP SCHEMA timewarp CASCADE");
+  const auto& all = db::all_migrations();
+  ASSERT_EQ(all.back().version, 9);
+  conn.exec("CREATE SCHEMA timewarp");
+  conn.exec(
+      "CREATE TABLE timewarp.schema_migrations (version integer PRIMARY KEY, name text NOT "
+      "NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+  for (const auto& m : all) {
+    if (m.version == 9) break;
+    conn.exec(m.sql);
+    conn.query("INSERT INTO timewarp.schema_migrations (version, name) VALUES ($1, $2)",
+               m.version, m.name);
+  }
+  db::Queue(conn, "a").enqueue(items(4, "a"));
+  db::Queue(conn, "b").enqueue(items(2, "b"));
+  db::Queue(conn).enqueue(items(1, "none"));
+  test::sql(db, "UPDATE timewarp.items SET status = 'FAILED' WHERE path = '/a/0'");
+  EXPECT_EQ(db::migrate(conn).size(), 1u);
+  EXPECT_EQ(counted(db), ":NEW=1,a:FAILED=1,a:NEW=3,b:NEW=2");
+  EXPECT_EQ(counted(db), real(db));
+  const auto hosts = db::read_hosts(conn);
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[1].host, "a");
+  EXPECT_EQ(hosts[1].waiting, 3);
+  EXPECT_EQ(hosts[1].failed, 1);
+  EXPECT_FALSE(hosts[1].monitor);
 }
 
 TEST(StatusCounters, ExactUnderConcurrentWritersWithoutDeadlocks) {
@@ -103,7 +150,8 @@ TEST(StatusCounters, ExactUnderConcurrentWritersWithoutDeadlocks) {
     workers.emplace_back([&, w] {
       try {
         auto conn = db.connect();
-        db::Queue queue(conn);
+        // Two hosts of their own, and two that take every host's items.
+        db::Queue queue(conn, w % 2 == 0 ? std::string() : "host" + std::to_string(w));
         const auto scheduler = queue.register_scheduler("h", w, "fifo", 25, 1);
         for (int round = 0; round < 20; ++round) {
           queue.enqueue(items(30, "w" + std::to_string(w) + "-" + std::to_string(round)));

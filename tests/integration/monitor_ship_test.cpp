@@ -1,12 +1,14 @@
 // The monitor's shipping schedule (ship_interval) against the real S3 gateway: what the
 // archivers write reaches the bucket without anyone typing `timewarp ship`, the pack an
-// archiver still appends to included (as far as it is committed).
+// archiver still appends to included (as far as it is committed); and what each host's
+// monitor publishes of it for `timewarp status`.
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "integration/monitor_harness.hpp"
 #include "objstore/gateway.hpp"
@@ -85,6 +87,92 @@ TEST(MonitorShipping, AStoppingMonitorShipsWhatIsLeft) {
   ASSERT_FALSE(here.empty());
   EXPECT_EQ(bucket_packs(bucket, "host-b"), here) << test::read_file(h.log_file());
   EXPECT_NE(test::read_file(h.log_file()).find("shipping run finished"), std::string::npos);
+}
+
+// `timewarp status --json` on the database `h` uses, with no backup root of its own.
+nlohmann::json status_json(const test::MonitorHarness& h) {
+  std::string out;
+  const int status = test::run_command(
+      {test::cli_exe(), "--no-config", "--database=" + h.db().conninfo(), "status", "--json"},
+      &out);
+  EXPECT_EQ(status, 0) << out;
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+// The host `id` of a status document (null when absent).
+nlohmann::json host_of(const nlohmann::json& status, const std::string& id) {
+  if (!status.is_object() || !status.contains("hosts")) return nullptr;
+  for (const auto& host : status["hosts"]) {
+    if (host["host_id"] == id) return host;
+  }
+  return nullptr;
+}
+
+// Two hosts on one database, one shipping every second and one whose store does not answer:
+// `timewarp status` anywhere shows each host's queue, its monitor, what it has not shipped
+// and why, from the monitors' rows.
+TEST(MonitorShipping, StatusShowsEveryHostsQueueAndShipping) {
+  TW_REQUIRE_DATABASE();
+  TW_REQUIRE_STORE();
+  objstore::Bucket bucket = objstore::fresh_bucket();
+  const objstore::BucketConfig& store = bucket.config();
+  test::MonitorHarness a;
+  test::MonitorHarness b(test::MonitorHarness::SameDatabase{a});
+  start_shipping(a, store, "host-a", {"--archivers=1", "--ship-interval=1", "--host-id=a"});
+  objstore::BucketConfig down = store;
+  down.endpoint = "http://127.0.0.1:9";  // nothing listens there
+  start_shipping(b, down, "host-b", {"--archivers=1", "--ship-interval=1", "--host-id=b"});
+  ASSERT_TRUE(a.wait_catchup());
+  ASSERT_TRUE(b.wait_catchup());
+  archive_files(a, 3, 0);
+  archive_files(b, 2, 20);
+  nlohmann::json status;
+  const bool shown = test::wait_until(
+      [&] {
+        status = status_json(a);
+        const auto ha = host_of(status, "a");
+        const auto hb = host_of(status, "b");
+        return ha.is_object() && hb.is_object() && ha["shipping"].is_object() &&
+               hb["shipping"].is_object() && ha["queue"]["completed"].get<int>() >= 3 &&
+               hb["queue"]["completed"].get<int>() >= 2 && ha["shipping"]["packs_pending"] == 0 &&
+               !ha["shipping"]["catalog_shipped_age_seconds"].is_null() &&
+               hb["shipping"]["packs_pending"].get<int>() >= 1 &&
+               hb["shipping"]["error"].is_string();
+      },
+      60s, 300ms);
+  ASSERT_TRUE(shown) << status.dump(2) << test::read_file(b.log_file());
+  const auto ha = host_of(status, "a");
+  const auto hb = host_of(status, "b");
+  EXPECT_EQ(ha["shipping"]["store"], store.endpoint + "/" + store.bucket + "/host-a");
+  EXPECT_TRUE(ha["shipping"]["error"].is_null()) << ha.dump(2);
+  EXPECT_TRUE(ha["monitor"]["alive"].get<bool>());
+  EXPECT_EQ(ha["monitor"]["pid"], a.pid());
+  EXPECT_EQ(hb["shipping"]["store"], "http://127.0.0.1:9/" + store.bucket + "/host-b");
+  EXPECT_TRUE(hb["shipping"]["catalog_shipped_age_seconds"].is_null());
+  EXPECT_GE(hb["shipping"]["bytes_pending"].get<std::int64_t>(), 200'000);
+  EXPECT_NE(hb["shipping"]["error"].get<std::string>().find("no answer from http://127.0.0.1:9"),
+            std::string::npos)
+      << hb.dump(2);
+  EXPECT_EQ(hb["queue"]["waiting"], 0);
+
+  // The text names both hosts, b's backlog and why it is not shipped.
+  std::string text;
+  ASSERT_EQ(test::run_command({test::cli_exe(), "--no-config", "--database=" + a.db().conninfo(), "status",
+                               "--color=never"},
+                              &text),
+            0);
+  EXPECT_NE(text.find("hosts       2 on this database"), std::string::npos) << text;
+  EXPECT_NE(text.find("http://127.0.0.1:9/" + store.bucket + "/host-b: "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("not shipped yet"), std::string::npos) << text;
+  EXPECT_EQ(text.find(store.secret_key), std::string::npos);
+
+  // A stopped monitor's row says so, and keeps what it last read.
+  EXPECT_EQ(b.stop(), 0);
+  status = status_json(a);
+  EXPECT_TRUE(host_of(status, "b")["monitor"]["stopped"].get<bool>()) << status.dump(2);
+  EXPECT_GE(host_of(status, "b")["shipping"]["packs_pending"].get<int>(), 1);
+  EXPECT_EQ(a.stop(), 0);
 }
 
 }  // namespace
