@@ -19,16 +19,6 @@ namespace tw::archive {
 PackCache::PackCache(std::string packs_dir, std::unique_ptr<PackStore> store, std::uint64_t budget)
     : packs_dir_(std::move(packs_dir)), budget_(budget), store_(std::move(store)) {}
 
-std::uint64_t PackCache::fetched() const {
-  MutexLock lock(&mutex_);
-  return fetched_;
-}
-
-std::uint64_t PackCache::held() const {
-  MutexLock lock(&mutex_);
-  return held_;
-}
-
 Expected<PackCache::Pack*> PackCache::pack(std::string_view name) {
   if (auto it = packs_.find(name); it != packs_.end()) return &it->second;
   if (name.size() < 2 || name.find('/') != std::string_view::npos) {
@@ -96,7 +86,6 @@ Expected<PackPin> PackCache::fetch_blocks(const std::string& name, Pack& p, std:
       }
       done += static_cast<std::size_t>(n);
     }
-    fetched_ += bytes->size();
     for (; b < run_end; ++b) {
       p.have[b] = true;
       held_ += std::min(kBlock, p.size - b * kBlock);

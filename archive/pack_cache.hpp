@@ -52,9 +52,6 @@ class PackCache final : public PackFetcher {
   Expected<PackPin> fetch(std::string_view name, std::uint64_t offset,
                           std::uint64_t length) override;
   Expected<PackPin> fetch_whole(std::string_view name) override;
-  // Bytes fetched (ranged reads' answers) and held now.
-  std::uint64_t fetched() const;
-  std::uint64_t held() const;
 
  private:
   struct Pack {
@@ -82,7 +79,6 @@ class PackCache final : public PackFetcher {
   std::map<BlockKey, std::list<BlockKey>::iterator> where_ GUARDED_BY(mutex_);
   std::map<BlockKey, int> pins_ GUARDED_BY(mutex_);
   std::uint64_t held_ GUARDED_BY(mutex_) = 0;
-  std::uint64_t fetched_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace tw::archive
