@@ -235,8 +235,9 @@ class WritableLayout : public Layout {
   virtual Done set_pin(std::string_view path, std::uint64_t number, bool pinned) = 0;
   // Frees what no version names (FORMAT.md, "Collection"), beside running writers.
   virtual Expected<CollectReport> collect(const CollectOptions& options) = 0;
-  // Copies the sealed packs to `store` and removes the dropped ones (Store::ship).
-  virtual Done ship(PackStore& store, ShipReport& report) = 0;
+  // Copies the sealed packs to `store` and removes the dropped ones, then gives packs back
+  // down to `keep_local` bytes (Store::ship).
+  virtual Done ship(PackStore& store, ShipReport& report, std::uint64_t keep_local) = 0;
 };
 
 }  // namespace tw::archive

@@ -1,4 +1,5 @@
-// PackCache (pack_cache.hpp): sparse pack files filled by ranged reads of a pack store.
+// PackCache and GivenBackPacks (pack_cache.hpp): sparse pack files filled by ranged reads
+// of a pack store.
 #include "archive/pack_cache.hpp"
 
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -15,6 +17,66 @@
 #include "common/escape.hpp"
 
 namespace tw::archive {
+
+bool held_locally(int fd, std::uint64_t offset) {
+  const off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
+  if (data >= 0) return static_cast<std::uint64_t>(data) == offset;
+  if (errno != ENXIO) return true;  // cannot tell: read it as it is
+  // ENXIO: nothing but a hole from `offset` to the end, or `offset` at or past the end.
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && offset >= static_cast<std::uint64_t>(st.st_size);
+}
+
+std::string given_back_alone(std::string_view name) {
+  return fmt::format(
+      "pack {} was given back to the pack store once shipped (local_packs_size): it is read "
+      "from there with the store's keys configured",
+      name);
+}
+
+GivenBackPacks::GivenBackPacks(std::string run_dir, OpenStore open, std::uint64_t budget)
+    : run_dir_(std::move(run_dir)),
+      packs_dir_(run_dir_ + "/packs"),
+      open_(std::move(open)),
+      budget_(budget) {}
+
+GivenBackPacks::~GivenBackPacks() {
+  MutexLock lock(&mutex_);
+  if (!cache_) return;
+  cache_.reset();
+  std::error_code gone;
+  std::filesystem::remove_all(run_dir_, gone);
+}
+
+Expected<PackCache*> GivenBackPacks::cache() {
+  MutexLock lock(&mutex_);
+  if (cache_) return cache_.get();
+  auto store = open_();
+  if (!store) {
+    return in_context(
+        "the pack was given back to the pack store once shipped, and the store "
+        "cannot be read",
+        store.fault());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(run_dir_, ec);
+  std::filesystem::create_directories(run_dir_, ec);
+  if (ec) return retry(fmt::format("cannot create {}: {}", shown_path(run_dir_), ec.message()));
+  ::chmod(run_dir_.c_str(), 0700);
+  cache_ = std::make_unique<PackCache>(packs_dir_, std::move(*store), budget_);
+  return cache_.get();
+}
+
+Expected<PackPin> GivenBackPacks::fetch(std::string_view name, std::uint64_t offset,
+                                        std::uint64_t length) {
+  TRY_ASSIGN(PackCache* const c, cache());
+  return c->fetch(name, offset, length);
+}
+
+Expected<PackPin> GivenBackPacks::fetch_whole(std::string_view name) {
+  TRY_ASSIGN(PackCache* const c, cache());
+  return c->fetch_whole(name);
+}
 
 PackCache::PackCache(std::string packs_dir, std::unique_ptr<PackStore> store, std::uint64_t budget)
     : packs_dir_(std::move(packs_dir)), budget_(budget), store_(std::move(store)) {}

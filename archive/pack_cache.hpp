@@ -1,7 +1,9 @@
 // Packs read from a pack store (pack_store.hpp) instead of the local disk: restore,
-// `versions`, verify and mount from the store alone (ARCHITECTURE.md, "Object store"). The
-// archive's readers look a blob up in the catalog, then read its bytes from the pack's file
-// under packs/; with a PackFetcher those bytes are first made present there. PackCache keeps
+// `versions`, verify and mount from the store alone, or of the packs a local archive gave
+// back once they were shipped (ARCHITECTURE.md, "Object store"). The archive's readers look
+// a blob up in the catalog, then read its bytes from the pack's file under packs/; with a
+// PackFetcher those bytes are first made present there (or, for a pack given back, in the
+// fetcher's own folder: GivenBackPacks). PackCache keeps
 // them in sparse pack files, fetched by ranged reads a block (kBlock) at a time, and gives
 // blocks back (a hole punched where they were) once the cache holds more than its budget,
 // those used longest ago first. Every blob read is checked against its id (or the whole
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -38,7 +41,19 @@ class PackFetcher {
                                   std::uint64_t length) = 0;
   // The whole pack is.
   virtual Expected<PackPin> fetch_whole(std::string_view name) = 0;
+  // Where what was fetched is read: none when in the archive's own packs/ (an archive read
+  // from the store: every read fetches); else a folder of its own, and only the packs the
+  // archive gave back are fetched (GivenBackPacks).
+  virtual const std::string* given_back_dir() const { return nullptr; }
 };
+
+// False when the bytes at `offset` of the open pack file `fd` were given back once the pack
+// was shipped (the file keeps its size; its blocks are a hole: FORMAT.md, "Giving packs
+// back"). True on a filesystem without holes, and at or past the file's end.
+bool held_locally(int fd, std::uint64_t offset);
+
+// Why pack `name`, given back once shipped, cannot be read without the store's keys.
+std::string given_back_alone(std::string_view name);
 
 class PackCache final : public PackFetcher {
  public:
@@ -79,6 +94,33 @@ class PackCache final : public PackFetcher {
   std::map<BlockKey, std::list<BlockKey>::iterator> where_ GUARDED_BY(mutex_);
   std::map<BlockKey, int> pins_ GUARDED_BY(mutex_);
   std::uint64_t held_ GUARDED_BY(mutex_) = 0;
+};
+
+// The packs a local archive gave back to its store (local_packs_size): fetched into
+// `<run_dir>/packs` through a PackCache of `budget` bytes, made (with the store `open`
+// returns) at the first read of a pack given back, so that an archive with none needs no
+// store. The folder is removed with it. Safe from several threads, as PackCache.
+class GivenBackPacks final : public PackFetcher {
+ public:
+  using OpenStore = std::function<Expected<std::unique_ptr<PackStore>>()>;
+  GivenBackPacks(std::string run_dir, OpenStore open, std::uint64_t budget);
+  GivenBackPacks(const GivenBackPacks&) = delete;
+  GivenBackPacks& operator=(const GivenBackPacks&) = delete;
+  ~GivenBackPacks() override;
+  Expected<PackPin> fetch(std::string_view name, std::uint64_t offset,
+                          std::uint64_t length) override;
+  Expected<PackPin> fetch_whole(std::string_view name) override;
+  const std::string* given_back_dir() const override { return &packs_dir_; }
+
+ private:
+  Expected<PackCache*> cache();
+
+  const std::string run_dir_;
+  const std::string packs_dir_;
+  const OpenStore open_;
+  const std::uint64_t budget_;
+  Mutex mutex_;
+  std::unique_ptr<PackCache> cache_ GUARDED_BY(mutex_);
 };
 
 }  // namespace tw::archive

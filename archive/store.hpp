@@ -205,8 +205,11 @@ class Store {
   // was shipped stays shipped). A pack still written to is left for a later run.
   // The records are about one store (PackStore::where: the bucket and prefix): shipping to
   // another starts again from nothing. ship_backlog() says what pack store `store` does
-  // not hold yet (format 1: refused).
-  Done ship(PackStore& store, ShipReport& report);
+  // not hold yet (format 1: refused). With `keep_local` above 0, once the catalog is in the
+  // store, the packs shipped longest ago are given back until at most that many bytes of
+  // packs stay on the local disk (FORMAT.md, "Giving packs back"); readers then need the
+  // store (StoreHooks::packs_from, a GivenBackPacks) to read them.
+  Done ship(PackStore& store, ShipReport& report, std::uint64_t keep_local = 0);
   Expected<ShipBacklog> ship_backlog(const std::string& store) const;
 
   // Space (store_space.cpp). What the archive's files take on disk and what its versions

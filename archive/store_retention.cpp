@@ -60,9 +60,9 @@ Expected<std::optional<CollectReport>> Store::last_collection() const {
   return impl_->layout->last_collection();
 }
 
-Done Store::ship(PackStore& store, ShipReport& report) {
+Done Store::ship(PackStore& store, ShipReport& report, std::uint64_t keep_local) {
   TRY_ASSIGN(WritableLayout* const writer, changing(*impl_, "ship"));
-  return writer->ship(store, report);
+  return writer->ship(store, report, keep_local);
 }
 
 Expected<ShipBacklog> Store::ship_backlog(const std::string& store) const {

@@ -189,11 +189,13 @@ struct CollectReport {
 struct ShipReport {
   std::uint64_t packs_shipped = 0;
   std::uint64_t bytes_shipped = 0;
-  std::uint64_t packs_removed = 0;  // from the store: collection dropped them here
-  std::uint64_t packs_busy = 0;     // written to still: their committed records shipped
-  std::string catalog;              // the catalog snapshot shipped ("catalog/NAME")
-  std::uint64_t catalog_bytes = 0;  // its size in the store (compressed)
-  bool catalog_unchanged = false;   // the store's newest snapshot restores the same: none sent
+  std::uint64_t packs_removed = 0;     // from the store: collection dropped them here
+  std::uint64_t packs_busy = 0;        // written to still: their committed records shipped
+  std::string catalog;                 // the catalog snapshot shipped ("catalog/NAME")
+  std::uint64_t catalog_bytes = 0;     // its size in the store (compressed)
+  bool catalog_unchanged = false;      // the store's newest snapshot restores the same: none sent
+  std::uint64_t packs_given_back = 0;  // then their blocks freed here (keep_local)
+  std::uint64_t bytes_given_back = 0;
 };
 
 // What the pack store does not hold yet (Store::ship_backlog): the packs on the local disk
@@ -219,6 +221,10 @@ struct ShipBacklog {
 struct SpaceReport {
   std::uint64_t content_files = 0;  // packs (format 2) or objects (format 1)
   std::uint64_t content_bytes = 0;  // their bytes
+  // Of those, the packs given back to the pack store once shipped (local_packs_size): their
+  // files keep their sizes and take nothing on this disk.
+  std::uint64_t given_back_files = 0;
+  std::uint64_t given_back_bytes = 0;
   std::uint64_t catalog_bytes = 0;  // catalog.db and its journal (format 1: the nodes' files)
   std::uint64_t blobs = 0;          // blobs the catalog lists
   std::uint64_t live_blobs = 0;     // those some version names

@@ -349,12 +349,14 @@ archive::Expected<archive::Store> open_store(const Config& config, bool from_sto
     return archive::permanent(
         "backup_root is not set (use --backup-root, BACKUP_ROOT or the config file)");
   }
-  return archive::Store::open(config.backup_root, archive::Store::Mode::ReadOnly);
+  return archive::Store::open(config.backup_root, archive::Store::Mode::ReadOnly,
+                              given_back_hooks(config));
 }
 
 archive::Expected<archive::Store> open_changing(const Config& config) {
   TRY(open_store(config));
-  return archive::Store::open(config.backup_root, archive::Store::Mode::ReadWrite);
+  return archive::Store::open(config.backup_root, archive::Store::Mode::ReadWrite,
+                              given_back_hooks(config));
 }
 
 void add_from_store_flag(CLI::App& command, bool& from_store) {

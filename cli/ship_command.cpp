@@ -40,6 +40,10 @@ std::string report_text(const ar::ShipReport& r, const std::string& where) {
   } else if (r.catalog_unchanged) {
     out += "; the catalog unchanged since it was last shipped";
   }
+  if (r.packs_given_back > 0) {
+    out += fmt::format("; gave back {} pack{} ({}) of the local disk", r.packs_given_back,
+                       r.packs_given_back == 1 ? "" : "s", bytes_text(r.bytes_given_back));
+  }
   return out + "\n";
 }
 
@@ -51,7 +55,9 @@ nlohmann::json report_json(const ar::ShipReport& r, const std::string& where) {
           {"packs_busy", r.packs_busy},
           {"catalog", r.catalog.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.catalog)},
           {"catalog_bytes", r.catalog_bytes},
-          {"catalog_unchanged", r.catalog_unchanged}};
+          {"catalog_unchanged", r.catalog_unchanged},
+          {"packs_given_back", r.packs_given_back},
+          {"bytes_given_back", r.bytes_given_back}};
 }
 
 int run_ship(const Config& config, const ShipArgs& args) {
@@ -74,7 +80,7 @@ int run_ship(const Config& config, const ShipArgs& args) {
     return command_failed(kCmd, fmt::format("{}: {}", packs.where(), made.failure().message), 1);
   }
   ar::ShipReport report;
-  const ar::Done shipped = store->ship(packs, report);
+  const ar::Done shipped = store->ship(packs, report, config.local_packs_size);
   if (args.json) {
     auto doc = report_json(report, packs.where());
     doc["error"] = shipped ? nlohmann::json(nullptr) : nlohmann::json(shipped.error());

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "archive/pack_cache.hpp"
 #include "archive/sha256.hpp"
+#include "common/store_address.hpp"
 #include "objstore/pack_store.hpp"
 
 namespace tw {
@@ -34,6 +37,26 @@ std::string shipped_cache_dir(const Config& config, const std::string& where) {
   // Two stores whose names differ only where '_' stands are told apart by the digest.
   name += "-" + archive::sha256_hex(where).substr(0, 8);
   return fmt::format("{}/{}", config.cache_dir.empty() ? user_cache_dir() : config.cache_dir, name);
+}
+
+archive::StoreHooks given_back_hooks(const Config& config) {
+  archive::StoreHooks hooks;
+  if (config.store_endpoint.empty()) return hooks;
+  // A folder of its own for each archive opened: two in one process never share files.
+  static std::atomic<int> opened{0};
+  const std::string run = fmt::format(
+      "{}/run-{}-{}", shipped_cache_dir(config, store_address(config)), ::getpid(), ++opened);
+  auto open = [config]() -> archive::Expected<std::unique_ptr<archive::PackStore>> {
+    auto target = objstore::store_target(config);
+    if (!target) return archive::permanent(target.error());
+    auto bucket = objstore::Bucket::open((*target)->bucket);
+    if (!bucket) return archive::permanent(bucket.error());
+    return std::unique_ptr<archive::PackStore>(
+        std::make_unique<objstore::BucketPackStore>(std::move(*bucket), (*target)->prefix));
+  };
+  hooks.packs_from =
+      std::make_shared<archive::GivenBackPacks>(run, std::move(open), config.cache_size);
+  return hooks;
 }
 
 archive::Expected<archive::Store> open_shipped(const Config& config) {

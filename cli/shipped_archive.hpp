@@ -17,4 +17,10 @@ std::string shipped_cache_dir(const Config& config, const std::string& where);
 // this host's name), read through a cache of cache_size bytes.
 archive::Expected<archive::Store> open_shipped(const Config& config);
 
+// For the archive at backup_root, with a pack store configured: its packs given back once
+// shipped (local_packs_size) read from the store, through a cache of cache_size bytes in a
+// folder of cache_dir made at the first such read and removed with the archive. Without a
+// store: no hooks.
+archive::StoreHooks given_back_hooks(const Config& config);
+
 }  // namespace tw

@@ -218,7 +218,8 @@ std::string failures_text(const db::StatusReport& report, const Paint& paint) {
 
 // A host's name as shown: its host_id, or what the empty one means.
 std::string host_name(const db::HostStatus& h) {
-  return h.host.empty() ? std::string("(no host: queued before items had one)") : shown_text(h.host);
+  return h.host.empty() ? std::string("(no host: queued before items had one)")
+                        : shown_text(h.host);
 }
 
 // A host's monitor: where it runs and whether it is alive.
@@ -246,7 +247,8 @@ std::string host_shipping_text(const db::HostStatus::Shipping& s, const Paint& p
   } else {
     out += "every pack shipped; ";
   }
-  if (s.last_shipped_age) out += fmt::format("the last pack {} ago; ", duration(*s.last_shipped_age));
+  if (s.last_shipped_age)
+    out += fmt::format("the last pack {} ago; ", duration(*s.last_shipped_age));
   if (s.removals_pending > 0) out += fmt::format("{} to remove; ", s.removals_pending);
   out += s.catalog_shipped_age
              ? fmt::format("the catalog {} ago", duration(*s.catalog_shipped_age))
@@ -264,10 +266,12 @@ std::string hosts_text(const db::StatusReport& report, const ViewOptions& option
   if (report.hosts.size() < 2) return out;
   line(out, "hosts", fmt::format("{} on this database", report.hosts.size()));
   for (const auto& h : report.hosts) {
-    out += fmt::format("  {}  {}\n", paint.bold(host_name(h)), host_monitor_text(h, options, paint));
+    out +=
+        fmt::format("  {}  {}\n", paint.bold(host_name(h)), host_monitor_text(h, options, paint));
     out += fmt::format("      queue {} waiting, {} dispatched; {} completed, {} failed\n",
                        h.waiting, h.dispatched, h.completed, h.failed);
-    if (h.shipping) out += fmt::format("      shipping {}\n", host_shipping_text(*h.shipping, paint));
+    if (h.shipping)
+      out += fmt::format("      shipping {}\n", host_shipping_text(*h.shipping, paint));
   }
   return out;
 }
@@ -424,6 +428,12 @@ std::string archive_text(const ArchiveStatus& archive, double age, const ViewOpt
              archive.format, bytes_text(s->total_bytes()), bytes_text(s->content_bytes),
              plural(static_cast<std::int64_t>(s->content_files), thinned ? "pack" : "object"),
              bytes_text(s->catalog_bytes)));
+    if (s->given_back_files > 0) {
+      line(out, "",
+           fmt::format("{} ({}) given back to the pack store once shipped: read from it",
+                       plural(static_cast<std::int64_t>(s->given_back_files), "pack"),
+                       bytes_text(s->given_back_bytes)));
+    }
     line(out, "live",
          fmt::format("{} in {} that versions name; {}", bytes_text(s->live_bytes),
                      plural(static_cast<std::int64_t>(s->live_blobs), "blob"),
@@ -472,6 +482,8 @@ Json archive_json(const ArchiveStatus& archive, double age) {
     for (const auto& [key, value] : {std::pair{"bytes", s->total_bytes()},
                                      {"content_files", s->content_files},
                                      {"content_bytes", s->content_bytes},
+                                     {"given_back_files", s->given_back_files},
+                                     {"given_back_bytes", s->given_back_bytes},
                                      {"catalog_bytes", s->catalog_bytes},
                                      {"blobs", s->blobs},
                                      {"live_blobs", s->live_blobs},

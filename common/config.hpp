@@ -82,11 +82,14 @@ struct Config {
   std::string store_secret_key;
   std::string store_credentials_file;  // the keys, in the AWS credentials file's form
   double ship_interval = 300.0;        // seconds between the monitor's shipping runs (0: never)
-  // Reading from the store alone (`--from-store`): where the catalog and the packs read are
-  // kept (empty: $XDG_CACHE_HOME/timewarp, ~/.cache/timewarp, or /var/cache/timewarp for
-  // root), and how many bytes of packs at most.
+  // Reading from the store (`--from-store`, and packs given back): where the catalog and
+  // the packs read are kept (empty: $XDG_CACHE_HOME/timewarp, ~/.cache/timewarp, or
+  // /var/cache/timewarp for root), and how many bytes of packs at most.
   std::string cache_dir;
   std::uint64_t cache_size = std::uint64_t{1} << 30;
+  // Bytes of shipped packs the backup root keeps (0: every pack); beyond them `timewarp
+  // ship` gives back the packs shipped longest ago, which readers then fetch from the store.
+  std::uint64_t local_packs_size = 0;
 
   std::string log_level = "info";
   std::string log_file;

@@ -192,10 +192,11 @@ class BoostLauncher final : public Launcher {
     try {
       bp::child child =
           spec.stderr_to_stdout
-              ? bp::child(bp::exe = spec.executable, bp::args = spec.args, bp::std_in < child_stdin,
-                          (bp::std_out & bp::std_err) > child_stdout, env, ResetSignals{})
-              : bp::child(bp::exe = spec.executable, bp::args = spec.args, bp::std_in < child_stdin,
-                          bp::std_out > child_stdout, env, ResetSignals{});
+              ? bp::child(bp::exe = spec.executable, bp::args = spec.args,
+                          bp::std_in<child_stdin, (bp::std_out & bp::std_err)> child_stdout, env,
+                          ResetSignals{})
+              : bp::child(bp::exe = spec.executable, bp::args = spec.args,
+                          bp::std_in<child_stdin, bp::std_out> child_stdout, env, ResetSignals{});
       return std::make_unique<BoostChild>(std::move(child), std::move(in_write),
                                           std::move(out_read));
     } catch (const std::exception& e) {

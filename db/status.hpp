@@ -90,7 +90,7 @@ struct HostStatus {
 };
 
 struct StatusReport {
-  std::string time;  // the server's clock when the snapshot was taken
+  std::string time;    // the server's clock when the snapshot was taken
   QueueCounts counts;  // every host's items together
   // Every host with items counted or a monitor row, by host_id.
   std::vector<HostStatus> hosts;

@@ -6,6 +6,21 @@
 
 namespace tw::monitor {
 
+const std::vector<std::string> kStoreNetworkEnv = {
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "https_proxy", "HTTPS_PROXY",
+    "http_proxy",    "HTTP_PROXY",   "no_proxy",       "NO_PROXY"};
+
+std::vector<std::pair<std::string, std::string>> secret_env(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const ConfigKey& key : config_keys()) {
+    if (!key.secret) continue;
+    if (const std::string value = key_value(key, config); !value.empty()) {
+      env.emplace_back(env_name(key), value);
+    }
+  }
+  return env;
+}
+
 BackgroundRuns::BackgroundRuns(std::shared_ptr<Launcher> launcher, std::string timewarp,
                                std::string name)
     : launcher_(std::move(launcher)),

@@ -21,6 +21,14 @@
 
 namespace tw::monitor {
 
+// What a run's libcurl may need of the monitor's environment when it reads or writes the
+// pack store: the certificates of an https store, and proxies.
+extern const std::vector<std::string> kStoreNetworkEnv;
+
+// The configuration's secret keys (the store's access keys) set, as their environment
+// variables: a run gets them there, never as flags (which any user may read).
+std::vector<std::pair<std::string, std::string>> secret_env(const Config& config);
+
 class BackgroundRuns {
  public:
   using Clock = std::chrono::steady_clock;

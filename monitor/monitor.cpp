@@ -70,7 +70,8 @@ const std::set<std::string_view> kReloadedKeys = {
     "keep_within", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly",
     "retention_timezone", "retention_folder", "retention_interval",
     "store_endpoint", "store_bucket", "store_prefix", "store_region", "store_access_key",
-    "store_secret_key", "store_credentials_file", "ship_interval"};
+    "store_secret_key", "store_credentials_file", "ship_interval", "local_packs_size",
+    "cache_dir", "cache_size"};
 // clang-format on
 
 // The keys of the configuration whose values differ between `a` and `b`, but `skip`.
@@ -380,7 +381,7 @@ void Monitor::reload_shipping(const Config& fresh) {
   const auto shipping = [](auto& c) {
     return std::tie(c.store_endpoint, c.store_bucket, c.store_prefix, c.store_region,
                     c.store_access_key, c.store_secret_key, c.store_credentials_file,
-                    c.ship_interval);
+                    c.ship_interval, c.local_packs_size, c.cache_dir, c.cache_size);
   };
   if (shipping(config_) == shipping(fresh)) return;
   shipping(config_) = shipping(fresh);

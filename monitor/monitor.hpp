@@ -106,7 +106,7 @@ class Monitor {
   RetentionRuns retention_;
   ShipRuns shipping_;
   std::optional<db::ShippingFigures> shipping_figures_;  // for the heartbeat
-  std::string ship_error_;        // why the last shipping run failed ("": it did not)
+  std::string ship_error_;             // why the last shipping run failed ("": it did not)
   Clock::time_point shipping_read_{};  // when shipping_figures_ was read
   Handshake handshake_;
   std::optional<Clock::time_point> retry_due_;   // earliest delayed item

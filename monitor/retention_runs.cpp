@@ -12,11 +12,16 @@
 namespace tw::monitor {
 namespace {
 
-// What a run needs of the configuration: the archive, the policy, and where to log.
-constexpr std::array<std::string_view, 11> kRunKeys = {
-    "backup_root",      "keep_within",  "keep_hourly", "keep_daily",
-    "keep_weekly",      "keep_monthly", "keep_yearly", "retention_timezone",
-    "retention_folder", "log_level",    "log_file"};
+// What a run needs of the configuration: the archive, the policy, where to log, and the pack
+// store (its collection rewrites packs given back once shipped from the store's copy).
+// clang-format off
+constexpr std::array<std::string_view, 19> kRunKeys = {
+    "backup_root",      "keep_within",    "keep_hourly",    "keep_daily",
+    "keep_weekly",      "keep_monthly",   "keep_yearly",    "retention_timezone",
+    "retention_folder", "log_level",      "log_file",       "host_id",
+    "store_endpoint",   "store_bucket",   "store_prefix",   "store_region",
+    "store_credentials_file", "cache_dir", "cache_size"};
+// clang-format on
 
 // The wall-clock instant of the archive's last collection, if it had one.
 std::optional<std::int64_t> last_collection_ns(const std::string& backup_root) {
@@ -59,7 +64,11 @@ void RetentionRuns::tick(const Config& config) {
       return;
     }
   }
-  start(config, {.args = {"forget", "--summary", "--low-priority"}, .keys = kRunKeys, .env = {}});
+  start(config,
+        {.args = {"forget", "--summary", "--low-priority"},
+         .keys = kRunKeys,
+         .env = secret_env(config)},
+        kStoreNetworkEnv);
   next_ = Clock::now() + interval;
 }
 

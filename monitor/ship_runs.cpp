@@ -16,17 +16,11 @@ namespace tw::monitor {
 namespace {
 
 // What a run needs of the configuration: the archive, the store (its prefix defaults to
-// host_id), and where to log.
-constexpr std::array<std::string_view, 9> kRunKeys = {
+// host_id), how much of the shipped packs to keep, and where to log.
+constexpr std::array<std::string_view, 10> kRunKeys = {
     "backup_root",  "host_id",      "store_endpoint",         "store_bucket",
-    "store_prefix", "store_region", "store_credentials_file", "log_level",
-    "log_file"};
-
-// What a run's libcurl may need of the monitor's environment: the certificates of an https
-// store, and proxies.
-const std::vector<std::string> kNetworkEnv = {"SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE",
-                                              "https_proxy",   "HTTPS_PROXY",  "http_proxy",
-                                              "HTTP_PROXY",    "no_proxy",     "NO_PROXY"};
+    "store_prefix", "store_region", "store_credentials_file", "local_packs_size",
+    "log_level",    "log_file"};
 
 constexpr auto kFirstRun = std::chrono::minutes(1);
 
@@ -43,14 +37,7 @@ bool archive_made(const Config& config) {
 // `timewarp ship`, with the secret keys (the store's access keys) in their environment
 // variables.
 BackgroundRuns::Run ship_run(const Config& config) {
-  BackgroundRuns::Run run{.args = {"ship", "--low-priority"}, .keys = kRunKeys, .env = {}};
-  for (const ConfigKey& key : config_keys()) {
-    if (!key.secret) continue;
-    if (const std::string value = key_value(key, config); !value.empty()) {
-      run.env.emplace_back(env_name(key), value);
-    }
-  }
-  return run;
+  return {.args = {"ship", "--low-priority"}, .keys = kRunKeys, .env = secret_env(config)};
 }
 
 }  // namespace
@@ -72,14 +59,14 @@ void ShipRuns::tick(const Config& config) {
   if (Clock::now() < *next_) return;
   next_ = Clock::now() + interval;
   if (!archive_made(config)) return;
-  start(config, ship_run(config), kNetworkEnv);
+  start(config, ship_run(config), kStoreNetworkEnv);
 }
 
 void ShipRuns::final_run(const Config& config, std::chrono::milliseconds limit) {
   if (off(config) || !archive_made(config)) return;
   spdlog::info("shipping what is not shipped yet before stopping (at most {} s)",
                std::chrono::duration_cast<std::chrono::seconds>(limit).count());
-  if (!run_now(config, ship_run(config), kNetworkEnv, limit)) {
+  if (!run_now(config, ship_run(config), kStoreNetworkEnv, limit)) {
     ended_ = "the last shipping run did not end (stopped, or it could not start)";
   }
 }

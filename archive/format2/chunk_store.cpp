@@ -379,20 +379,23 @@ Done ChunkStore::store_window(Pass& pass, std::size_t workers) {
   return Ok{};
 }
 
-Expected<int> ChunkStore::pack_fd(const std::string& name) {
+Expected<const ChunkStore::OpenPack*> ChunkStore::open_pack(const std::string& dir,
+                                                            const std::string& name, bool local) {
+  const std::string file = pack_file(dir, name);
   for (auto it = open_packs_.begin(); it != open_packs_.end(); ++it) {
-    if (it->first == name) {
+    if (it->file == file) {
       open_packs_.splice(open_packs_.begin(), open_packs_, it);
-      return open_packs_.front().second.get();
+      return &open_packs_.front();
     }
   }
-  const std::string file = pack_file(packs_dir_, name);
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   // Without archive_fault's prefix: locate() names the blob first.
   if (!fd) return retry(fmt::format("pack {}: {}", shown_path(file), std::strerror(errno)));
-  open_packs_.emplace_front(name, std::move(fd));
+  // A pack is given back whole, by a new file: what this descriptor reads never changes.
+  const bool given_back = local && !held_locally(fd.get(), 0);
+  open_packs_.push_front({file, std::move(fd), given_back});
   if (open_packs_.size() > kOpenPacks) open_packs_.pop_back();
-  return open_packs_.front().second.get();
+  return &open_packs_.front();
 }
 
 Expected<ChunkStore::Located> ChunkStore::locate(const std::string& id,
@@ -404,16 +407,28 @@ Expected<ChunkStore::Located> ChunkStore::locate(const std::string& id,
     TRY_ASSIGN(ref, catalog_.blob(id));
   }
   if (!ref) return archive_fault(Error{fmt::format("blob {} is missing (not in the catalog)", id)});
+  const std::string* given_back = fetcher_ != nullptr ? fetcher_->given_back_dir() : nullptr;
+  // An archive read from the store: every blob fetched into the packs read (sparse files).
+  const bool from_store = fetcher_ != nullptr && given_back == nullptr;
   for (int attempt = 1;; ++attempt) {
     PackPin pin;
-    if (fetcher_ != nullptr) {
-      // The record's header (of either version) and its bytes.
+    // The record's header (of either version) and its bytes.
+    const auto fetch = [&]() -> Done {
       auto fetched = fetcher_->fetch(ref->pack, ref->offset, kBlobHeaderSizeV2 + ref->stored);
       if (!fetched) return in_context(fmt::format("blob {}", id), fetched.fault());
       pin = std::move(*fetched);
+      return Ok{};
+    };
+    if (from_store) TRY(fetch());
+    auto pack = open_pack(packs_dir_, ref->pack, !from_store);
+    if (pack && (*pack)->given_back) {  // read where the fetcher puts it
+      if (given_back == nullptr) {
+        return archive_fault(Error{fmt::format("blob {}: {}", id, given_back_alone(ref->pack))});
+      }
+      TRY(fetch());
+      pack = open_pack(*given_back, ref->pack, false);
     }
-    auto fd = pack_fd(ref->pack);
-    if (fd) return Located{*fd, std::move(*ref), &id, std::move(pin)};
+    if (pack) return Located{(*pack)->fd.get(), std::move(*ref), &id, std::move(pin)};
     // A collection may have moved the blob to another pack, and deleted this one, since it
     // was looked up (FORMAT.md, "Collection"): looked up again, it is read where it is now.
     std::optional<BlobRef> moved;
@@ -421,7 +436,7 @@ Expected<ChunkStore::Located> ChunkStore::locate(const std::string& id,
       TRY_ASSIGN(moved, catalog_.blob(id));
     }
     if (attempt == 3 || !moved || moved->pack == ref->pack) {
-      return archive_fault(Error{fmt::format("blob {}: {}", id, fd.error())});
+      return archive_fault(Error{fmt::format("blob {}: {}", id, pack.error())});
     }
     ref = std::move(moved);
   }

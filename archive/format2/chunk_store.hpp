@@ -102,7 +102,8 @@ class ChunkStore {
   void seal() { pack_.seal(); }
   // The packs the writer stopped appending to, still locked (PackWriter::take_retired).
   std::vector<UniqueFd> take_retired_packs() { return pack_.take_retired(); }
-  // Reads fetch each blob's bytes through `fetcher` first (StoreHooks::packs_from).
+  // Reads fetch each blob's bytes through `fetcher` first (StoreHooks::packs_from); with a
+  // GivenBackPacks, only those of packs given back.
   void set_fetcher(PackFetcher* fetcher) { fetcher_ = fetcher; }
 
   // Writes the content made of `chunks` to `out_fd` (-1: only check it), each blob checked
@@ -166,8 +167,14 @@ class ChunkStore {
   Done store_window(Pass& pass, std::size_t workers);
   // The blob's bytes (safe on any thread).
   static Expected<BlobBytes> read_located(const Located& at);
-  // An open read descriptor of pack `name` (a few are kept open).
-  Expected<int> pack_fd(const std::string& name);
+  // Pack `name` under `dir` open to read (a few are kept open); with `local`, whether it was
+  // given back once shipped (a hole) is looked at as it is opened.
+  struct OpenPack {
+    std::string file;
+    UniqueFd fd;
+    bool given_back = false;
+  };
+  Expected<const OpenPack*> open_pack(const std::string& dir, const std::string& name, bool local);
 
   std::string packs_dir_;
   Catalog& catalog_;
@@ -185,7 +192,7 @@ class ChunkStore {
   std::vector<WindowChunk> window_;
   std::vector<WindowChunk*> fresh_;
   Sha256 rewind_;  // the content's hash before the window, to go back to when a piece misses
-  std::list<std::pair<std::string, UniqueFd>> open_packs_;  // most recently used first
+  std::list<OpenPack> open_packs_;  // most recently used first
   PackFetcher* fetcher_ = nullptr;
 };
 

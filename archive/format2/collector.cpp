@@ -53,6 +53,27 @@ Expected<std::uint64_t> header_size(int fd, const std::string& file) {
   return retry(fmt::format("{} is not a pack (its first line is not a pack's)", shown_path(file)));
 }
 
+// The store's copy of a pack given back once shipped, fetched whole through `fetcher` (a
+// GivenBackPacks) and open, kept while the pin is held.
+struct GivenBack {
+  PackPin pin;
+  UniqueFd fd;
+};
+
+Expected<GivenBack> fetch_given_back(PackFetcher* fetcher, const std::string& name) {
+  const std::string* dir = fetcher != nullptr ? fetcher->given_back_dir() : nullptr;
+  if (dir == nullptr) return retry(given_back_alone(name));
+  GivenBack out;
+  auto whole = fetcher->fetch_whole(name);
+  if (!whole) return in_context(fmt::format("pack {}", name), whole.fault());
+  out.pin = std::move(*whole);
+  const std::string file = pack_file(*dir, name);
+  out.fd.reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!out.fd)
+    return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown_path(file)));
+  return out;
+}
+
 // The packs' files under `packs_dir`, by pack name.
 std::map<std::string, std::string> pack_files(const std::string& packs_dir) {
   std::map<std::string, std::string> out;
@@ -79,8 +100,12 @@ struct Collector::Pass {
   std::set<std::int64_t> shred;      // packs a purge marked: rewritten whatever their share
 };
 
-Collector::Collector(DiskWriter& disk, Catalog& catalog, std::string root)
-    : disk_(disk), catalog_(catalog), root_(std::move(root)), packs_dir_(root_ + "/packs") {}
+Collector::Collector(DiskWriter& disk, Catalog& catalog, std::string root, PackFetcher* given_back)
+    : disk_(disk),
+      catalog_(catalog),
+      root_(std::move(root)),
+      packs_dir_(root_ + "/packs"),
+      given_back_(given_back) {}
 
 Expected<CollectReport> Collector::run(const CollectOptions& options) {
   TRY_ASSIGN(const UniqueFd lock, take_collection_lock(disk_, root_));
@@ -167,7 +192,14 @@ Done Collector::free_pack(Pass& pass, const std::string& name, const std::string
     }
     return Ok{};
   }
-  TRY_ASSIGN(const std::uint64_t header, header_size(fd.get(), file));
+  // A pack given back once shipped (its file a hole) is read from the store's copy.
+  GivenBack copy;
+  int from = fd.get();
+  if (!held_locally(from, 0)) {
+    TRY_ASSIGN(copy, fetch_given_back(given_back_, name));
+    from = copy.fd.get();
+  }
+  TRY_ASSIGN(const std::uint64_t header, header_size(from, file));
   const std::uint64_t live = kPackMagic.size() + usage->stored + usage->blobs * header;
   const std::uint64_t end = usage->end + header;
   const std::uint64_t dead = size > live ? size - live : 0;
@@ -177,7 +209,7 @@ Done Collector::free_pack(Pass& pass, const std::string& name, const std::string
   if (dead > 0 && (shred || static_cast<double>(dead) >=
                                 pass.options.rewrite_share * static_cast<double>(size))) {
     const std::uint64_t copied_before = pass.report.bytes_copied;
-    TRY(rewrite(pass, fd.get(), *usage));
+    TRY(rewrite(pass, from, *usage));
     disk_.step("collect-unlink");
     if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
       return errno_fault(errno, Side::Archive, fmt::format("removing {}", shown_path(file)));

@@ -18,14 +18,17 @@
 
 #include "archive/disk.hpp"
 #include "archive/format2/catalog.hpp"
+#include "archive/pack_cache.hpp"
 #include "archive/types.hpp"
 
 namespace tw::archive {
 
 class Collector {
  public:
-  // `root` is the archive's; `catalog` an open writable catalog of it.
-  Collector(DiskWriter& disk, Catalog& catalog, std::string root);
+  // `root` is the archive's; `catalog` an open writable catalog of it; `given_back` (optional:
+  // a GivenBackPacks) reads the packs given back once shipped, to rewrite them.
+  Collector(DiskWriter& disk, Catalog& catalog, std::string root,
+            PackFetcher* given_back = nullptr);
 
   // One collection (mark, condemn and remove, then the packs, then the catalog file).
   Expected<CollectReport> run(const CollectOptions& options);
@@ -41,6 +44,7 @@ class Collector {
   Catalog& catalog_;
   std::string root_;
   std::string packs_dir_;
+  PackFetcher* given_back_;
 };
 
 }  // namespace tw::archive

@@ -30,15 +30,6 @@ constexpr std::size_t kMaxGroupSlots = 4096;
 // a reason to try later, not to block.
 constexpr auto kFoldWait = std::chrono::milliseconds(100);
 
-// The bytes of `file`; 0 when it is gone (a pack a collection removed meanwhile, a journal
-// folded away).
-Expected<std::uint64_t> bytes_of(const std::string& file) {
-  struct stat st {};
-  if (::lstat(file.c_str(), &st) == 0) return static_cast<std::uint64_t>(st.st_size);
-  if (errno == ENOENT) return std::uint64_t{0};
-  return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
-}
-
 Fault lock_fault(int err) {
   return err == EINTR ? retry("cancelled")
                       : errno_fault(err, Side::Archive, "locking a path in locks");
@@ -461,39 +452,6 @@ Expected<bool> Format2Layout::fold_journal() {
   if (!closed_.empty()) return false;  // groups under way: a quiet archive later
   TRY_ASSIGN(const bool folded, catalog_->fold_journal(kFoldWait));
   return folded;
-}
-
-// --- Space ------------------------------------------------------------------------------
-
-Expected<SpaceReport> Format2Layout::space(const std::vector<DroppedVersions>& left_out) {
-  SpaceReport out;
-  TRY(catalog_->space(left_out, hooks_.cancelled, out));
-  const std::string packs = root_ + "/packs";
-  const auto buckets = directory_names(packs);
-  if (!buckets) {
-    return errno_fault(buckets.failure().value, Side::Archive,
-                       fmt::format("listing {}", shown_path(packs)));
-  }
-  for (const auto& bucket : *buckets) {
-    const std::string dir = join_path(packs, bucket);
-    const auto names = directory_names(dir);
-    if (!names) continue;  // not a directory of packs (verify names it)
-    for (const auto& name : *names) {
-      if (!name.ends_with(".pack")) continue;
-      TRY_ASSIGN(const std::uint64_t bytes, bytes_of(join_path(dir, name)));
-      ++out.content_files;
-      out.content_bytes += bytes;
-    }
-  }
-  for (const char* file : {"/catalog.db", "/catalog.db-wal"}) {
-    TRY_ASSIGN(const std::uint64_t bytes, bytes_of(root_ + file));
-    out.catalog_bytes += bytes;
-  }
-  // What the live blobs take in the packs with their record headers (FORMAT.md, "Format 2").
-  const std::uint64_t used =
-      out.live_bytes + out.live_blobs * kBlobHeaderSize + out.content_files * kPackMagic.size();
-  out.dead_bytes = out.content_bytes > used ? out.content_bytes - used : 0;
-  return out;
 }
 
 }  // namespace tw::archive

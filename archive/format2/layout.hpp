@@ -94,7 +94,7 @@ class Format2Layout final : public WritableLayout {
   Expected<PurgeReport> purge(std::string_view path, bool dry_run) override;
   Expected<CollectReport> collect(const CollectOptions& options) override;
   // Shipping (shipping.cpp).
-  Done ship(PackStore& store, ShipReport& report) override;
+  Done ship(PackStore& store, ShipReport& report, std::uint64_t keep_local) override;
   Expected<ShipBacklog> ship_backlog(const std::string& store) override;
   // The packs and the catalog on disk, and the catalog's blob figures (layout.cpp).
   Expected<SpaceReport> space(const std::vector<DroppedVersions>& left_out) override;
@@ -155,6 +155,11 @@ class Format2Layout final : public WritableLayout {
   Expected<bool> claim_blob(const std::string& id);
   // Copies pack `pack` to `store` when it is sealed and the store does not hold it whole.
   Done ship_pack(PackStore& store, const PackShipping& pack, ShipReport& report);
+  // Gives back shipped packs, those shipped longest ago first, until at most `keep` bytes of
+  // packs are allocated here (shipping.cpp).
+  Done give_back(const std::string& store, std::uint64_t keep, ShipReport& report);
+  // Gives back pack `file` if it is still `size` bytes and no writer or collection holds it.
+  Expected<bool> give_back_pack(const std::string& file, std::uint64_t size);
   // Whether the store holds every pack record snapshot `needs` names (shipping.cpp).
   Expected<bool> store_holds(const SnapshotNeeds& needs) const;
   // Ships catalog snapshot `snapshot` (a file), then drops the older ones and the packs it

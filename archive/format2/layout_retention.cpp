@@ -32,7 +32,7 @@ Expected<PurgeReport> Format2Layout::purge(std::string_view path, bool dry_run) 
 }
 
 Expected<CollectReport> Format2Layout::collect(const CollectOptions& options) {
-  Collector collector(disk_, *catalog_, root_);
+  Collector collector(disk_, *catalog_, root_, hooks_.packs_from.get());
   CollectReport total;
   for (int round = 0; round < std::max(1, options.rounds); ++round) {
     TRY_ASSIGN(const CollectReport one, collector.run(options));

@@ -21,6 +21,7 @@
 
 #include "archive/format2/layout.hpp"
 #include "archive/format2/pack.hpp"
+#include "archive/pack_cache.hpp"
 #include "common/escape.hpp"
 #include "common/time.hpp"
 
@@ -80,7 +81,7 @@ Expected<ShipBacklog> Format2Layout::ship_backlog(const std::string& store) {
   return out;
 }
 
-Done Format2Layout::ship(PackStore& store, ShipReport& report) {
+Done Format2Layout::ship(PackStore& store, ShipReport& report, std::uint64_t keep_local) {
   TRY(catalog_->set_ship_target(store.where()));
   // The snapshot is taken first, then the packs are shipped, so that the store holds every
   // pack record it names before it goes (FORMAT.md, "Shipping"). A collection may drop a
@@ -95,7 +96,10 @@ Done Format2Layout::ship(PackStore& store, ShipReport& report) {
     TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
     for (const PackShipping& pack : packs) TRY(ship_pack(store, pack, report));
     TRY_ASSIGN(const bool held, store_holds(needs));
-    if (held) return ship_catalog(store, snapshot, copy, needs, report);
+    if (held) {
+      TRY(ship_catalog(store, snapshot, copy, needs, report));
+      return keep_local > 0 ? give_back(store.where(), keep_local, report) : Done(Ok{});
+    }
     if (attempt == kSnapshotAttempts) {
       return retry(fmt::format(
           "a collection dropped packs the catalog's snapshot named before they were shipped, "
@@ -147,6 +151,15 @@ Done Format2Layout::ship_pack(PackStore& store, const PackShipping& pack, ShipRe
     size = usage->end + kBlobHeaderSize;
     if (pack.size && *pack.size >= size) return Ok{};
   }
+  if (!held_locally(fd.get(), 0)) {
+    // Given back once shipped: the store's copy is the pack. Cut back since (a collection),
+    // it is as shipped as far as it goes now; never shipped from its hole.
+    if (pack.size && *pack.size >= size) return catalog_->record_shipped(pack.id, size, pack.at_ns);
+    return permanent(fmt::format(
+        "pack {} was given back once shipped to another store (local_packs_size): its bytes "
+        "are there alone, so it cannot be shipped to {}; copy that store's packs here first",
+        pack.name, store.where()));
+  }
   std::vector<char> bytes(size);
   const long got = pread_full(fd.get(), bytes.data(), bytes.size(), 0);
   if (got < 0)
@@ -167,6 +180,82 @@ Done Format2Layout::ship_pack(PackStore& store, const PackShipping& pack, ShipRe
   ++report.packs_shipped;
   report.bytes_shipped += size;
   return Ok{};
+}
+
+Done Format2Layout::give_back(const std::string& store, std::uint64_t keep, ShipReport& report) {
+  TRY_ASSIGN(const auto catalog_shipped, catalog_->catalog_shipped(store));
+  if (!catalog_shipped) return Ok{};
+  struct Candidate {
+    std::string file;
+    std::uint64_t size = 0;
+    std::uint64_t allocated = 0;
+    std::int64_t shipped_ns = 0;
+  };
+  std::vector<Candidate> candidates;
+  std::uint64_t held = 0;
+  TRY_ASSIGN(const std::vector<PackShipping> packs, catalog_->packs_shipping());
+  for (const PackShipping& pack : packs) {
+    const std::string file = pack_file(root_ + "/packs", pack.name);
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) continue;  // collected
+    const auto allocated = static_cast<std::uint64_t>(st.st_blocks) * 512;
+    held += allocated;
+    // Shipped whole before the store's catalog was: the store can be read for it.
+    if (allocated > 0 && holds_whole(pack, static_cast<std::uint64_t>(st.st_size)) &&
+        pack.at_ns <= catalog_shipped->at_ns) {
+      candidates.push_back({file, *pack.size, allocated, pack.at_ns});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.shipped_ns < b.shipped_ns; });
+  for (const Candidate& c : candidates) {
+    if (held <= keep) break;
+    TRY_ASSIGN(const bool given, give_back_pack(c.file, c.size));
+    if (!given) continue;
+    held -= std::min(held, c.allocated);
+    ++report.packs_given_back;
+    report.bytes_given_back += c.allocated;
+  }
+  return Ok{};
+}
+
+// The pack's file is replaced by one of the same name and size holding nothing (a hole):
+// a reader that opened the pack before reads it whole from its descriptor, one that opens
+// it after finds the hole and reads the store's copy (FORMAT.md, "Giving packs back").
+Expected<bool> Format2Layout::give_back_pack(const std::string& file, std::uint64_t size) {
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    if (errno == ENOENT) return false;
+    return errno_fault(errno, Side::Archive, fmt::format("opening {}", shown_path(file)));
+  }
+  if (!try_lock_pack(fd.get())) return false;  // a writer or a collection holds it
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return errno_fault(errno, Side::Archive, fmt::format("reading {}", shown_path(file)));
+  }
+  if (st.st_nlink == 0 || static_cast<std::uint64_t>(st.st_size) != size) return false;
+  const std::string empty = fmt::format("{}/tmp/{}-given-back.pack", root_, ::getpid());
+  ::unlink(empty.c_str());
+  UniqueFd out(::open(empty.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 07777));
+  if (!out) return errno_fault(errno, Side::Archive, fmt::format("creating {}", shown_path(empty)));
+  if (::ftruncate(out.get(), static_cast<off_t>(size)) != 0) {
+    const int error = errno;
+    ::unlink(empty.c_str());
+    return errno_fault(error, Side::Archive, fmt::format("sizing {}", shown_path(empty)));
+  }
+  // A filesystem without holes writes the zeros: that would free nothing, and read as data.
+  if (struct stat made{};
+      ::fstat(out.get(), &made) != 0 || made.st_blocks != 0 || held_locally(out.get(), 0)) {
+    ::unlink(empty.c_str());
+    return false;
+  }
+  disk_.step("give-back-rename");
+  if (::rename(empty.c_str(), file.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(empty.c_str());
+    return errno_fault(error, Side::Archive, fmt::format("replacing {}", shown_path(file)));
+  }
+  return true;
 }
 
 }  // namespace tw::archive

@@ -59,22 +59,37 @@ std::optional<std::vector<std::optional<std::string>>> check_blobs(
   const auto work = [&](bool reports) {
     for (std::size_t p = next_pack++; p < starts.size() && !stopped; p = next_pack++) {
       const std::size_t end = p + 1 < starts.size() ? starts[p + 1] : blobs.size();
+      const std::string& name = blobs[starts[p]].second.pack;
+      const auto unreadable = [&](const std::string& why) {
+        for (std::size_t i = starts[p]; i < end; ++i) {
+          found[i] = fmt::format("blob {} is in pack {}, which cannot be read: {}", blobs[i].first,
+                                 name, why);
+        }
+        checked += end - starts[p];
+      };
+      const std::string* given_back = fetcher != nullptr ? fetcher->given_back_dir() : nullptr;
+      UniqueFd pack;
+      if (fetcher == nullptr || given_back != nullptr) {
+        pack.reset(::open(pack_file(packs, name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+      }
+      // A pack given back once shipped (its file a hole) is read from the store.
+      const bool fetch =
+          fetcher != nullptr && (given_back == nullptr || (pack && !held_locally(pack.get(), 0)));
+      if (!fetch && pack && !held_locally(pack.get(), 0)) {
+        unreadable(given_back_alone(name));
+        continue;
+      }
       PackPin pin;
-      if (fetcher != nullptr) {
-        auto fetched = fetcher->fetch_whole(blobs[starts[p]].second.pack);
-        if (fetched) pin = std::move(*fetched);
+      if (fetch) {
+        auto fetched = fetcher->fetch_whole(name);
         if (!fetched) {
-          for (std::size_t i = starts[p]; i < end; ++i) {
-            found[i] =
-                fmt::format("blob {} is in pack {}, which cannot be read: {}", blobs[i].first,
-                            blobs[i].second.pack, unprefixed_message(fetched.fault()));
-          }
-          checked += end - starts[p];
+          unreadable(unprefixed_message(fetched.fault()));
           continue;
         }
+        pin = std::move(*fetched);
+        pack.reset(::open(pack_file(given_back != nullptr ? *given_back : packs, name).c_str(),
+                          O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
       }
-      UniqueFd pack(::open(pack_file(packs, blobs[starts[p]].second.pack).c_str(),
-                           O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
       for (std::size_t i = starts[p]; i < end; ++i) {
         if (cancelled()) {
           stopped = true;
@@ -112,6 +127,7 @@ void count_unindexed_records(const std::string& packs,
       const std::string pack_name = name.size() > 5 ? name.substr(0, name.size() - 5) : name;
       const auto indexed = indexed_per_pack[pack_name];
       std::uint64_t records = 0;
+      if (fd && !held_locally(fd.get(), 0)) continue;  // given back: its blobs were read whole
       if (!fd || !scan_pack(fd.get(), [&](const BlobHeader&) { ++records; })) {
         // A pack no blob lives in, cut short before its first line was whole (a writer
         // killed, or a full disk, as it began): nothing to read, for a collection to remove.
@@ -275,7 +291,10 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
   }
   // Read from a pack store, packs/ holds only what was fetched: the store's records are
   // checked, not counted.
-  if (!hooks_.packs_from) count_unindexed_records(packs, indexed_per_pack, report);
+  // Of an archive read from the store, only what was fetched is there to count.
+  if (!hooks_.packs_from || hooks_.packs_from->given_back_dir() != nullptr) {
+    count_unindexed_records(packs, indexed_per_pack, report);
+  }
 }
 
 }  // namespace tw::archive

@@ -123,8 +123,8 @@ TEST(StatusCounters, TheMigrationToCountersByHostCountsWhatWasThere) {
   for (const auto& m : all) {
     if (m.version == 9) break;
     conn.exec(m.sql);
-    conn.query("INSERT INTO timewarp.schema_migrations (version, name) VALUES ($1, $2)",
-               m.version, m.name);
+    conn.query("INSERT INTO timewarp.schema_migrations (version, name) VALUES ($1, $2)", m.version,
+               m.name);
   }
   db::Queue(conn, "a").enqueue(items(4, "a"));
   db::Queue(conn, "b").enqueue(items(2, "b"));

@@ -2,6 +2,8 @@
 // archivers write reaches the bucket without anyone typing `timewarp ship`, the pack an
 // archiver still appends to included (as far as it is committed); and what each host's
 // monitor publishes of it for `timewarp status`.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "integration/monitor_harness.hpp"
 #include "objstore/gateway.hpp"
+#include "support/tree_snapshot.hpp"
 
 namespace tw {
 namespace {
@@ -157,8 +160,8 @@ TEST(MonitorShipping, StatusShowsEveryHostsQueueAndShipping) {
 
   // The text names both hosts, b's backlog and why it is not shipped.
   std::string text;
-  ASSERT_EQ(test::run_command({test::cli_exe(), "--no-config", "--database=" + a.db().conninfo(), "status",
-                               "--color=never"},
+  ASSERT_EQ(test::run_command({test::cli_exe(), "--no-config", "--database=" + a.db().conninfo(),
+                               "status", "--color=never"},
                               &text),
             0);
   EXPECT_NE(text.find("hosts       2 on this database"), std::string::npos) << text;
@@ -173,6 +176,63 @@ TEST(MonitorShipping, StatusShowsEveryHostsQueueAndShipping) {
   EXPECT_TRUE(host_of(status, "b")["monitor"]["stopped"].get<bool>()) << status.dump(2);
   EXPECT_GE(host_of(status, "b")["shipping"]["packs_pending"].get<int>(), 1);
   EXPECT_EQ(a.stop(), 0);
+}
+
+// Bytes the archive's pack files take on the disk.
+std::uint64_t allocated_pack_bytes(const std::string& archive) {
+  std::uint64_t allocated = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(archive + "/packs")) {
+    struct stat st {};
+    if (entry.is_regular_file() && ::stat(entry.path().c_str(), &st) == 0) {
+      allocated += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    }
+  }
+  return allocated;
+}
+
+// A monitor with local_packs_size: once shipped, its packs are given back (the last ones
+// by the run when it stops), and `timewarp restore` and `verify` on the host, without
+// --from-store, read them from the bucket; `status` counts them.
+TEST(MonitorShipping, PacksGivenBackAreRestoredAndVerifiedFromTheBucket) {
+  TW_REQUIRE_DATABASE();
+  TW_REQUIRE_STORE();
+  objstore::Bucket bucket = objstore::fresh_bucket();
+  const objstore::BucketConfig& store = bucket.config();
+  test::MonitorHarness h;
+  start_shipping(h, store, "host-g",
+                 {"--archivers=2", "--ship-interval=1", "--local-packs-size=1"});
+  ASSERT_TRUE(h.wait_catchup());
+  archive_files(h, 4, 40);
+  EXPECT_EQ(h.stop(), 0);
+  ASSERT_FALSE(local_packs(h.archive()).empty());
+  EXPECT_EQ(allocated_pack_bytes(h.archive()), 0u) << test::read_file(h.log_file());
+  EXPECT_NE(test::read_file(h.log_file()).find("of the local disk"), std::string::npos);
+  const std::vector<std::string> store_args{
+      "--backup-root=" + h.archive(),   "--store-endpoint=" + store.endpoint,
+      "--store-bucket=" + store.bucket, "--store-prefix=host-g",
+      "--store-region=" + store.region, "--cache-dir=" + (h.dir() / "cache").string()};
+  const std::vector<std::pair<std::string, std::string>> keys{
+      {"TIMEWARP_STORE_ACCESS_KEY", store.access_key},
+      {"TIMEWARP_STORE_SECRET_KEY", store.secret_key}};
+  const auto run = [&](std::vector<std::string> args, std::string* out) {
+    std::vector<std::string> argv{test::cli_exe(), "--no-config"};
+    argv.insert(argv.end(), store_args.begin(), store_args.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return test::run_command(argv, out, keys);
+  };
+  const auto to = h.dir() / "restored";
+  std::string out;
+  ASSERT_EQ(run({"restore", h.src().string(), "--to", to.string()}, &out), 0) << out;
+  EXPECT_EQ(test::diff_trees(test::snapshot_tree(h.src()), test::snapshot_tree(to)), "");
+  EXPECT_EQ(run({"verify"}, &out), 0) << out;
+  ASSERT_EQ(run({"--database=" + h.db().conninfo(), "status", "--json"}, &out), 0) << out;
+  const auto doc = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(doc["archive"]["given_back_files"], local_packs(h.archive()).size()) << out;
+  EXPECT_EQ(allocated_pack_bytes(h.archive()), 0u) << "readers never fill the backup root";
+  ASSERT_TRUE(std::filesystem::exists(h.dir() / "cache")) << "the restore read the bucket";
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(h.dir() / "cache")) {
+    EXPECT_FALSE(entry.is_regular_file()) << entry.path() << ": the readers' files are removed";
+  }
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // Store::ship): the bucket holds exactly the local sealed packs, a pack still written to
 // waits, a store that does not answer delays shipping only, and nothing collection removed
 // (a purged secret above all) stays in the bucket, also after a shipper killed between
-// its upload and its record.
+// its upload and its record. Packs given back once shipped (keep_local) free the local
+// disk and are read, verified and collected from the store, and never shipped from their
+// holes.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "archive/pack_cache.hpp"
 #include "archive/store.hpp"
 #include "objstore/gateway.hpp"
 #include "objstore/pack_store.hpp"
@@ -51,6 +55,17 @@ class ShipTest : public ::testing::Test {
     ASSERT_EQ(result.outcome, tw::Outcome::Complete) << result.message;
   }
 
+  // Archives "before" (1 MB), "id_ed25519" (the secret it returns) and "after" (30 kB) into
+  // one pack, their bytes drawn from `seed`, `seed` + 1 and `seed` + 2.
+  std::string archive_secret(std::uint64_t seed) {
+    Store writer = open();
+    archive(writer, "before", noise(1'000'000, seed + 1));
+    const std::string secret = noise(30'000, seed);
+    archive(writer, "id_ed25519", secret);
+    archive(writer, "after", noise(30'000, seed + 2));
+    return secret;
+  }
+
   // Purges source file `name` and collects: the one pack that held it is rewritten.
   void purge(Store& store, const std::string& name) {
     ASSERT_TRUE(store.purge(src_ + "/" + name, false));
@@ -84,6 +99,55 @@ class ShipTest : public ::testing::Test {
     return bucket_packs(*bucket, std::string(kPrefix));
   }
   std::map<std::string, std::string> local() { return local_packs(root_); }
+
+  // Readers' hooks that fetch the packs given back from the bucket, into a folder of the test.
+  archive::StoreHooks from_bucket() {
+    archive::StoreHooks hooks;
+    hooks.packs_from = std::make_shared<archive::GivenBackPacks>(
+        (dir_ / "fetched").string(),
+        [this]() -> archive::Expected<std::unique_ptr<archive::PackStore>> {
+          auto bucket = Bucket::open(gateway(bucket_name_));
+          if (!bucket) return archive::permanent(bucket.error());
+          return std::unique_ptr<archive::PackStore>(
+              std::make_unique<BucketPackStore>(std::move(*bucket), std::string(kPrefix)));
+        },
+        std::uint64_t{64} << 20);
+    return hooks;
+  }
+
+  // The latest content of source file `name`, or the error reading it.
+  std::string content_of(const Store& store, const std::string& name) {
+    auto versions = store.versions(src_ + "/" + name);
+    if (!versions || versions->empty()) return "no versions";
+    std::string out(versions->back().size, '\0');
+    auto read = store.read_content(versions->back(), 0, std::span<char>(out.data(), out.size()));
+    if (!read) return "error: " + read.error();
+    return out;
+  }
+
+  // Bytes the packs take on the local disk, and the sum of their sizes.
+  std::pair<std::uint64_t, std::uint64_t> pack_bytes() const {
+    std::uint64_t allocated = 0;
+    std::uint64_t size = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root_ + "/packs")) {
+      struct stat st {};
+      if (!entry.is_regular_file() || ::stat(entry.path().c_str(), &st) != 0) continue;
+      allocated += static_cast<std::uint64_t>(st.st_blocks) * 512;
+      size += static_cast<std::uint64_t>(st.st_size);
+    }
+    return {allocated, size};
+  }
+
+  // Three packs (one writer each), two files of incompressible bytes in each.
+  void three_packs() {
+    for (int p = 0; p < 3; ++p) {
+      Store writer = open();
+      for (int f = 0; f < 2; ++f) {
+        archive(writer, fmt::format("p{}f{}", p, f),
+                noise(400'000, static_cast<std::uint64_t>(10 * p + f)));
+      }
+    }
+  }
 
   static bool any_holds(const std::map<std::string, std::string>& objects,
                         const std::string& needle) {
@@ -201,13 +265,7 @@ TEST_F(ShipTest, AStoreThatDoesNotAnswerDelaysShippingAndLosesNothing) {
 }
 
 TEST_F(ShipTest, APurgedSecretLeavesNoByteInTheBucket) {
-  const std::string secret = noise(30'000, 77);
-  {
-    Store writer = open();
-    archive(writer, "before", noise(1'000'000, 78));
-    archive(writer, "id_ed25519", secret);
-    archive(writer, "after", noise(30'000, 79));
-  }
+  const std::string secret = archive_secret(77);
   BucketPackStore to = packs();
   ShipReport first;
   ASSERT_TRUE(ship(to, first));
@@ -269,6 +327,148 @@ TEST_F(ShipTest, AShipperKilledBetweenItsUploadAndItsRecordLeavesNoPurgedByteBeh
   const auto in_bucket = shipped();
   EXPECT_FALSE(any_holds(in_bucket, secret.substr(1000, 64)));
   EXPECT_EQ(in_bucket, local());
+}
+
+TEST_F(ShipTest, PacksGivenBackFreeTheDiskAndAreReadAndVerifiedFromTheStore) {
+  three_packs();
+  const auto before = local();
+  ASSERT_EQ(before.size(), 3u);
+  const auto [allocated_before, size_before] = pack_bytes();
+  BucketPackStore to = packs();
+  ShipReport report;
+  {
+    Store store = open();
+    // One pack's worth kept: the two shipped first go.
+    ASSERT_TRUE(store.ship(to, report, allocated_before / 3 + 4096)) << report.packs_shipped;
+  }
+  EXPECT_EQ(report.packs_shipped, 3u);
+  EXPECT_EQ(report.packs_given_back, 2u);
+  auto [allocated, size] = pack_bytes();
+  EXPECT_EQ(size, size_before) << "the files keep their sizes";
+  EXPECT_LE(allocated, allocated_before / 3 + 4096);
+  {
+    // A reader without the store names what it cannot read.
+    auto alone = Store::open(root_, Store::Mode::ReadOnly);
+    ASSERT_TRUE(alone) << alone.error();
+    int refused = 0;
+    for (int p = 0; p < 3; ++p) {
+      const std::string read = content_of(*alone, fmt::format("p{}f0", p));
+      if (read.find("given back to the pack store") != std::string::npos) ++refused;
+    }
+    EXPECT_EQ(refused, 2);
+  }
+  {
+    Store store = open(from_bucket());
+    for (int p = 0; p < 3; ++p) {
+      for (int f = 0; f < 2; ++f) {
+        EXPECT_EQ(content_of(store, fmt::format("p{}f{}", p, f)),
+                  noise(400'000, static_cast<std::uint64_t>(10 * p + f)))
+            << p << f;
+      }
+    }
+    const auto verified = store.verify();
+    EXPECT_TRUE(verified.ok()) << (verified.problems.empty() ? "" : verified.problems.front());
+    EXPECT_EQ(verified.unreferenced_objects, 0u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "fetched")) << "removed with the archive";
+  // Every pack given back: nothing is shipped again, from a hole above all.
+  ShipReport again;
+  {
+    Store store = open();
+    ASSERT_TRUE(store.ship(to, again, 1));
+  }
+  EXPECT_EQ(again.packs_shipped, 0u);
+  EXPECT_EQ(again.packs_given_back, 1u);
+  EXPECT_EQ(shipped(), before) << "the bucket holds the packs as they were";
+  EXPECT_EQ(pack_bytes().first, 0u);
+}
+
+// A reader that opened a pack before it was given back goes on reading it: the file was
+// replaced, not emptied, and its descriptor still reads the old one.
+TEST_F(ShipTest, AReaderThatOpenedAPackBeforeItWasGivenBackReadsItWhole) {
+  {
+    Store writer = open();
+    archive(writer, "a", noise(300'000, 1));
+    archive(writer, "b", noise(300'000, 2));
+  }
+  auto reader = Store::open(root_, Store::Mode::ReadOnly);
+  ASSERT_TRUE(reader) << reader.error();
+  EXPECT_EQ(content_of(*reader, "a"), noise(300'000, 1));
+  BucketPackStore to = packs();
+  ShipReport report;
+  {
+    Store store = open();
+    ASSERT_TRUE(store.ship(to, report, 1));
+  }
+  ASSERT_EQ(report.packs_given_back, 1u);
+  EXPECT_EQ(content_of(*reader, "b"), noise(300'000, 2));
+}
+
+TEST_F(ShipTest, ACollectionRewritesAGivenBackPackFromTheStoreSoAPurgeLeavesNoByte) {
+  const std::string secret = archive_secret(91);
+  BucketPackStore to = packs();
+  ShipReport first;
+  {
+    Store store = open();
+    ASSERT_TRUE(store.ship(to, first, 1));
+  }
+  ASSERT_EQ(first.packs_given_back, 1u);
+  {
+    // Without the store, the collection cannot copy the pack's live blobs: it says so.
+    Store store = open();
+    ASSERT_TRUE(store.purge(src_ + "/id_ed25519", false));
+    auto refused = store.collect({});
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().find("given back"), std::string::npos) << refused.error();
+  }
+  {
+    Store store = open(from_bucket());
+    CollectOptions one;
+    one.rounds = 1;
+    auto collected = store.collect(one);
+    ASSERT_TRUE(collected) << collected.error();
+    EXPECT_EQ(collected->packs_rewritten, 1u);
+    EXPECT_EQ(content_of(store, "before"), noise(1'000'000, 92));
+  }
+  ShipReport second;
+  {
+    Store store = open();
+    ASSERT_TRUE(store.ship(to, second, 1));
+  }
+  EXPECT_EQ(second.packs_removed, 1u);
+  EXPECT_EQ(second.packs_shipped, 1u);
+  EXPECT_FALSE(any_holds(shipped(), secret.substr(1000, 64)));
+  EXPECT_FALSE(any_holds(local(), secret.substr(1000, 64)));
+  Store store = open(from_bucket());
+  EXPECT_EQ(content_of(store, "after"), noise(30'000, 93));
+}
+
+// Shipped to one store and given back, a pack cannot be shipped to another from its hole:
+// the run fails, naming it, and the other bucket gets no pack of zeros.
+TEST_F(ShipTest, AGivenBackPackIsNeverShippedFromItsHole) {
+  {
+    Store writer = open();
+    archive(writer, "a", noise(200'000, 5));
+  }
+  BucketPackStore to = packs();
+  ShipReport report;
+  {
+    Store store = open();
+    ASSERT_TRUE(store.ship(to, report, 1));
+  }
+  ASSERT_EQ(report.packs_given_back, 1u);
+  const std::string other_name = fresh_bucket().config().bucket;
+  BucketPackStore other = packs(gateway(other_name));
+  ShipReport refused;
+  Store store = open();
+  const auto failed = store.ship(other, refused);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.fault().outcome, tw::Outcome::FailedPermanent) << failed.error();
+  EXPECT_NE(failed.error().find("given back"), std::string::npos) << failed.error();
+  EXPECT_EQ(refused.packs_shipped, 0u);
+  auto bucket = Bucket::open(gateway(other_name));
+  ASSERT_TRUE(bucket);
+  EXPECT_TRUE(bucket_packs(*bucket, std::string(kPrefix)).empty());
 }
 
 }  // namespace
