@@ -302,12 +302,16 @@ Result Trial::run() {
     settings.proxy = options_.faults.retry;
     settings.seed = options_.seed;
     settings.retry_permille = options_.retry_permille;
+    RetentionSettings retention = options_.retention;
     if (options_.bucket) {
       bucket_ = objstore::fresh_bucket().config().bucket;
       settings.store_args = store_args();
-      settings.store_args.push_back("--ship-interval=1");
+      // Every pack shipped is given back: the collections read them from the bucket.
+      settings.store_args.insert(settings.store_args.end(),
+                                 {"--ship-interval=1", "--local-packs-size=1"});
+      retention.store_args = store_args();
+      retention.store_args.push_back("--cache-dir=" + work_ + "/retention-cache");
     }
-    RetentionSettings retention = options_.retention;
     retention.kill = retention.kill || options_.faults.any_process_fault();
     // One folder of the sources, made before the first operation, keeps fewer moments than
     // the rest (its own policy): the generator moves paths in and out of it like any other.

@@ -123,6 +123,7 @@ void Retention::start(bool forget) {
   LaunchSpec spec;
   spec.executable = cli_exe();
   spec.args = {"--backup-root=" + archive_};
+  spec.args.insert(spec.args.end(), settings_.store_args.begin(), settings_.store_args.end());
   if (forget) {
     const std::int64_t at = now();
     forget_nows_.push_back(at);  // before it starts: a killed one may have thinned too

@@ -47,6 +47,8 @@ struct RetentionSettings {
   double forget_chance = 0.3;  // per burst: a forget (which collects afterwards) starts
   double gc_chance = 0.1;      // per burst: a collection alone starts
   bool kill = false;           // SIGKILL a running forget or gc now and then (a fault)
+  // The bucket variant's store, for the collections of packs given back once shipped.
+  std::vector<std::string> store_args;
 };
 
 class Retention {
