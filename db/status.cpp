@@ -158,6 +158,9 @@ std::vector<HostStatus> read_hosts(Connection& conn) {
                 extract(epoch FROM now() - m.catalog_shipped_at)::float8,
                 m.stopped_at IS NOT NULL
            FROM c FULL JOIN m ON m.host_id = c.host
+          -- The host '' (items and monitors from before hosts were kept) while it matters.
+          WHERE coalesce(c.host, m.host_id) <> '' OR c.new <> 0 OR c.dispatched <> 0
+             OR c.failed <> 0
           ORDER BY 1)");
   std::vector<HostStatus> out;
   for (int row = 0; row < r.rows(); ++row) {

@@ -92,7 +92,9 @@ struct HostStatus {
 struct StatusReport {
   std::string time;    // the server's clock when the snapshot was taken
   QueueCounts counts;  // every host's items together
-  // Every host with items counted or a monitor row, by host_id.
+  // Every host with items counted or a monitor row, by host_id; the host "" (items and
+  // monitors from before hosts were kept) only while it has items waiting, dispatched or
+  // failed.
   std::vector<HostStatus> hosts;
   // Schedulers not stopped, including those whose heartbeat stopped less than an hour ago
   // (look at heartbeat_age to tell them apart), in id order.
@@ -108,7 +110,7 @@ struct StatusReport {
 // also the server's clock, ISO 8601.
 QueueCounts read_queue_counts(Connection& conn, std::string* server_time = nullptr);
 
-// Every host's queue and its newest monitor, by host_id (HostStatus).
+// Every host's queue and its newest monitor, by host_id (HostStatus; StatusReport::hosts).
 std::vector<HostStatus> read_hosts(Connection& conn);
 
 // Schedulers not stopped whose last heartbeat is at most `max_heartbeat_age` seconds old,

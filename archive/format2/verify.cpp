@@ -290,8 +290,7 @@ void Format2Layout::verify_storage(ContentUsers users, VerifyReport& report,
     report.problems.push_back(fmt::format("missing blob {}; {}", id, users.text(id)));
   }
   // Read from a pack store, packs/ holds only what was fetched: the store's records are
-  // checked, not counted.
-  // Of an archive read from the store, only what was fetched is there to count.
+  // checked, not counted (a local archive's packs given back are skipped alike).
   if (!hooks_.packs_from || hooks_.packs_from->given_back_dir() != nullptr) {
     count_unindexed_records(packs, indexed_per_pack, report);
   }

@@ -139,6 +139,11 @@ TEST(StatusCounters, TheMigrationToCountersByHostCountsWhatWasThere) {
   EXPECT_EQ(hosts[1].waiting, 3);
   EXPECT_EQ(hosts[1].failed, 1);
   EXPECT_FALSE(hosts[1].monitor);
+  // Once nothing of it waits or failed, the host '' is no longer listed.
+  test::sql(db, "UPDATE timewarp.items SET status = 'COMPLETED' WHERE host = ''");
+  const auto later = db::read_hosts(conn);
+  ASSERT_EQ(later.size(), 2u);
+  EXPECT_EQ(later[0].host, "a");
 }
 
 TEST(StatusCounters, ExactUnderConcurrentWritersWithoutDeadlocks) {
