@@ -39,6 +39,19 @@ std::string shipped_cache_dir(const Config& config, const std::string& where) {
   return fmt::format("{}/{}", config.cache_dir.empty() ? user_cache_dir() : config.cache_dir, name);
 }
 
+namespace {
+
+// The pack store the store_* keys name (store_endpoint must be set).
+archive::Expected<std::unique_ptr<objstore::BucketPackStore>> bucket_packs(const Config& config) {
+  auto target = objstore::store_target(config);
+  if (!target) return archive::permanent(target.error());
+  auto bucket = objstore::Bucket::open((*target)->bucket);
+  if (!bucket) return archive::permanent(bucket.error());
+  return std::make_unique<objstore::BucketPackStore>(std::move(*bucket), (*target)->prefix);
+}
+
+}  // namespace
+
 archive::StoreHooks given_back_hooks(const Config& config) {
   archive::StoreHooks hooks;
   if (config.store_endpoint.empty()) return hooks;
@@ -47,12 +60,9 @@ archive::StoreHooks given_back_hooks(const Config& config) {
   const std::string run = fmt::format(
       "{}/run-{}-{}", shipped_cache_dir(config, store_address(config)), ::getpid(), ++opened);
   auto open = [config]() -> archive::Expected<std::unique_ptr<archive::PackStore>> {
-    auto target = objstore::store_target(config);
-    if (!target) return archive::permanent(target.error());
-    auto bucket = objstore::Bucket::open((*target)->bucket);
-    if (!bucket) return archive::permanent(bucket.error());
-    return std::unique_ptr<archive::PackStore>(
-        std::make_unique<objstore::BucketPackStore>(std::move(*bucket), (*target)->prefix));
+    auto packs = bucket_packs(config);
+    if (!packs) return packs.fault();
+    return std::unique_ptr<archive::PackStore>(std::move(*packs));
   };
   hooks.packs_from =
       std::make_shared<archive::GivenBackPacks>(run, std::move(open), config.cache_size);
@@ -60,14 +70,10 @@ archive::StoreHooks given_back_hooks(const Config& config) {
 }
 
 archive::Expected<archive::Store> open_shipped(const Config& config) {
-  auto target = objstore::store_target(config);
-  if (!target) return archive::permanent(target.error());
-  if (!*target) {
+  if (config.store_endpoint.empty()) {
     return archive::permanent("--from-store needs a pack store: store_endpoint is not set");
   }
-  auto bucket = objstore::Bucket::open((*target)->bucket);
-  if (!bucket) return archive::permanent(bucket.error());
-  auto packs = std::make_unique<objstore::BucketPackStore>(std::move(*bucket), (*target)->prefix);
+  TRY_ASSIGN(auto packs, bucket_packs(config));
   const std::string dir = shipped_cache_dir(config, packs->where());
   return archive::Store::open_shipped(std::move(packs), dir, config.cache_size);
 }
